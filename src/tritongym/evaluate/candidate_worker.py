@@ -1,0 +1,199 @@
+"""The candidate worker: imports the candidate's `ModelNew` and runs it, collecting evidence.
+
+This process is untrusted: it runs hostile code, inside the OS sandbox when one is available.
+It never holds expected outputs, future seeds, timers the verdict depends on, or the result
+channel's meaning: it answers requests, and everything it says is a *claim* the parent checks.
+Outputs go back to the parent, which compares them; the evidence below is collected by harness
+code in this process and is as strong as the static gate and sandbox that protect it (see
+docs/integrity.md, "What runs where").
+
+Evidence per forward call: the Triton launches (kernel, defining file, grid, argument
+storages), the ATen compute ops run outside those launches, whether each output is a plain
+tensor, whether its storage was an argument of a candidate kernel (provenance), whether it
+overlaps an input or parameter, and which inputs changed.
+
+Protocol (parent → candidate): on start the worker imports the candidate and sends ``ready`` or
+``error``; ``build {init_inputs, weight_seed}`` → ``built``; ``call {nonce, inputs}`` →
+``called {nonce, outputs, evidence}``; ``exit``. Errors: ``error {phase, kind, message}``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import torch
+
+from tritongym.evaluate import worker_common as common
+from tritongym.evaluate.channel import Channel
+from tritongym.evaluate.launches import LaunchRecorder
+from tritongym.evaluate.optrace import OpTrace, storage_span
+
+
+def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    start, end = span
+    return any(start < other_end and other_start < end for other_start, other_end in spans)
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN-safe), through class-level calls only."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    a_bytes = torch.Tensor.contiguous(a).reshape(-1).view(torch.uint8)
+    b_bytes = torch.Tensor.contiguous(b).reshape(-1).view(torch.uint8)
+    return bool(torch.equal(a_bytes, b_bytes))
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    """Triton's kernel compilation failures (a syntax or type error inside a kernel)."""
+    try:
+        from triton.compiler.errors import CompilationError
+    except ImportError:  # pragma: no cover
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CompilationError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class CandidateWorker:
+    def __init__(self, channel: Channel, source: str, device: torch.device) -> None:
+        self.channel = channel
+        self.source = os.path.realpath(source)
+        self.device = device
+        self.recorder = LaunchRecorder()
+        self.model_class: Any = None
+        self.model: torch.nn.Module | None = None
+
+    # -- phases -------------------------------------------------------------------------
+    def import_candidate(self) -> None:
+        import triton
+
+        self.recorder.install()
+        module = common.load_module(self.source, "candidate")
+        model_class = getattr(module, "ModelNew", None)
+        if not isinstance(model_class, type):
+            raise AttributeError("the solution does not define a class named ModelNew")
+        self.model_class = model_class
+        self.channel.send("ready", {
+            "python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
+            "interpret": os.environ.get("TRITON_INTERPRET") == "1",
+        })
+
+    def build(self, init_inputs: Any, weight_seed: int) -> None:
+        args, kwargs = common.split_init_inputs(init_inputs)
+        common.seed_everything(weight_seed)
+        model = self.model_class(*common.to_device(args, self.device), **common.to_device(kwargs, self.device))
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"ModelNew(...) must build an nn.Module, got {type(model).__name__}")
+        self.model = model.to(self.device)
+        self.channel.send("built", {"parameters": sum(p.numel() for p in self.model.parameters())})
+
+    def call(self, nonce: str, inputs: list[Any]) -> None:
+        model = self.model
+        device_inputs = common.to_device(inputs, self.device, copy=True)
+        input_tensors = common.tensors_in(device_inputs)
+        pristine = [torch.Tensor.clone(t) for t in input_tensors]
+        protected = [storage_span(t) for t in input_tensors]
+        parameter_spans = [storage_span(t) for t in (*model.parameters(), *model.buffers())]
+        threads_before = threading.active_count()
+
+        trace = OpTrace()
+        self.recorder.start()
+        try:
+            with torch.no_grad(), trace:
+                outputs = model(*device_inputs)
+            common.synchronize(self.device)
+        finally:
+            launches = self.recorder.stop()
+
+        candidate_spans = [span for launch in launches if launch.source_file == self.source
+                           for span in launch.arg_spans]
+        output_reports = []
+        for tensor in common.tensors_in(outputs):
+            plain = type(tensor) is torch.Tensor and not tensor.__dict__
+            span = storage_span(tensor)
+            empty = span[0] == span[1]
+            aliases = None
+            if not empty and _overlaps(span, protected):
+                aliases = "input"
+            elif not empty and _overlaps(span, parameter_spans):
+                aliases = "parameter"
+            output_reports.append({
+                "plain": plain,
+                "from_kernel": empty or _overlaps(span, candidate_spans),
+                "aliases": aliases,
+            })
+        mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine)) if not _same_bytes(now, before)]
+        evidence = {
+            "launches": [
+                {"kernel": launch.kernel, "candidate": launch.source_file == self.source, "grid": launch.grid}
+                for launch in launches
+            ],
+            "compute_ops": trace.compute_ops(),
+            "outputs": output_reports,
+            "mutated_inputs": mutated,
+            "threads_before": threads_before,
+            "threads_after": threading.active_count(),
+        }
+        self.channel.send("called", {"nonce": nonce, "outputs": _plain_outputs(outputs), "evidence": evidence})
+
+    # -- loop ---------------------------------------------------------------------------
+    def fail(self, phase: str, exc: BaseException) -> None:
+        kind = "compile_error" if phase in ("import", "build") or _is_compile_error(exc) else "runtime_error"
+        self.channel.send("error", {"phase": phase, "kind": kind, "message": common.format_error(exc, self.source)})
+
+    def serve(self) -> None:
+        try:
+            self.import_candidate()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code is a verdict too
+            self.fail("import", exc)
+            return
+        while True:
+            message = self.channel.recv()
+            if message.kind == "exit":
+                return
+            phase = {"build": "build", "call": "forward"}.get(message.kind, message.kind)
+            try:
+                if message.kind == "build":
+                    self.build(message.payload["init_inputs"], int(message.payload["weight_seed"]))
+                elif message.kind == "call":
+                    self.call(str(message.payload["nonce"]), list(message.payload["inputs"]))
+                else:
+                    raise ValueError(f"unknown request {message.kind!r}")
+            except BaseException as exc:  # noqa: BLE001
+                self.fail(phase, exc)
+
+
+def _plain_outputs(outputs: Any) -> Any:
+    """Outputs rebuilt as plain tensors through class-level calls (defeats instance overrides)."""
+    if isinstance(outputs, torch.Tensor):
+        return torch.Tensor.detach(torch.Tensor.cpu(outputs)).as_subclass(torch.Tensor)
+    if isinstance(outputs, tuple):
+        return tuple(_plain_outputs(v) for v in outputs)
+    if isinstance(outputs, list):
+        return [_plain_outputs(v) for v in outputs]
+    return outputs
+
+
+def main() -> None:
+    args = common.parse_worker_args("tritongym candidate worker (internal)")
+    channel = common.open_channel(args.fd)
+    CandidateWorker(channel, args.source, torch.device(args.device)).serve()
+    channel.close()
+    # Leave without running interpreter shutdown hooks the candidate may have registered.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The wire format between the trusted parent and its workers (the one module both sides import).
+
+A message is one frame on a private, inherited UNIX socket (never stdout/stderr)::
+
+    u32 header length | header: UTF-8 JSON {"v", "kind", "payload", "blobs": [byte lengths]} | blobs
+
+Values in `payload` are JSON with tagged extras: tensors (``{"__tensor__": i, "dtype", "shape"}``
+referring to blob `i`, raw contiguous bytes), tuples, dicts with non-string keys are refused,
+dtypes, and NaN/±Inf floats. **Nothing is ever unpickled**: a hostile worker can send at most
+malformed JSON or wrong bytes, which `recv` turns into `ProtocolError`. Sizes are bounded on
+receipt so a worker cannot make the parent allocate without limit.
+
+Imports only the standard library and torch, so the workers start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PROTOCOL_VERSION = 1
+MAX_HEADER_BYTES = 8 << 20
+_LENGTH = struct.Struct(">I")
+
+#: dtypes that may cross the channel, by wire name.
+WIRE_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in (
+        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+        "int8", "int16", "int32", "int64", "uint8", "bool",
+        "float8_e4m3fn", "float8_e5m2",
+    )
+    if hasattr(torch, name)
+}
+_DTYPE_NAMES = {dtype: name for name, dtype in WIRE_DTYPES.items()}
+
+
+class ChannelClosed(Exception):
+    """The other side closed the socket (or died) before a whole message arrived."""
+
+
+class ProtocolError(Exception):
+    """A frame broke the wire format (bad JSON, unknown tag, sizes that do not add up)."""
+
+
+@dataclass
+class Message:
+    """One received frame: its `kind`, decoded `payload`, and the wire size in bytes."""
+
+    kind: str
+    payload: Any = None
+    nbytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _encode(value: Any, blobs: list[memoryview]) -> Any:
+    if isinstance(value, torch.Tensor):
+        tensor = torch.Tensor.detach(value)
+        if tensor.dtype not in _DTYPE_NAMES:
+            raise TypeError(f"cannot send a tensor of dtype {tensor.dtype}")
+        tensor = torch.Tensor.contiguous(torch.Tensor.cpu(tensor))
+        shape = list(tensor.shape)
+        if tensor.numel() == 0:
+            raw = memoryview(b"")
+        else:
+            raw = memoryview(torch.Tensor.numpy(tensor.reshape(-1).view(torch.uint8))).cast("B")
+        blobs.append(raw)
+        return {"__tensor__": len(blobs) - 1, "dtype": _DTYPE_NAMES[tensor.dtype], "shape": shape}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"__float__": repr(value)}
+    if isinstance(value, torch.dtype):
+        if value not in _DTYPE_NAMES:
+            raise TypeError(f"cannot send dtype {value}")
+        return {"__dtype__": _DTYPE_NAMES[value]}
+    if isinstance(value, torch.Size):
+        return {"__tuple__": [int(v) for v in value]}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, blobs) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, blobs) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("only dicts with string keys can be sent")
+        if any(k.startswith("__") and k.endswith("__") for k in value):
+            raise TypeError("dict keys of the form __name__ are reserved by the wire format")
+        return {k: _encode(v, blobs) for k, v in value.items()}
+    raise TypeError(f"cannot send a value of type {type(value).__name__}")
+
+
+def _decode(value: Any, blobs: list[bytearray]) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, blobs) for v in value]
+    if not isinstance(value, dict):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise ProtocolError(f"unexpected JSON value of type {type(value).__name__}")
+    if "__tensor__" in value:
+        index, dtype_name, shape = value.get("__tensor__"), value.get("dtype"), value.get("shape")
+        if not isinstance(index, int) or not 0 <= index < len(blobs):
+            raise ProtocolError(f"tensor refers to blob {index!r} of {len(blobs)}")
+        if dtype_name not in WIRE_DTYPES:
+            raise ProtocolError(f"unknown tensor dtype {dtype_name!r}")
+        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise ProtocolError(f"bad tensor shape {shape!r}")
+        dtype = WIRE_DTYPES[dtype_name]
+        numel = math.prod(shape)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        blob = blobs[index]
+        if len(blob) != numel * itemsize:
+            raise ProtocolError(f"tensor of shape {shape} {dtype_name} needs {numel * itemsize} bytes, got {len(blob)}")
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(blob, dtype=torch.uint8).view(dtype).reshape(shape)
+    if "__tuple__" in value:
+        items = value["__tuple__"]
+        if not isinstance(items, list):
+            raise ProtocolError("__tuple__ must hold a list")
+        return tuple(_decode(v, blobs) for v in items)
+    if "__float__" in value:
+        text = value["__float__"]
+        if text not in ("nan", "inf", "-inf"):
+            raise ProtocolError(f"bad special float {text!r}")
+        return float(text)
+    if "__dtype__" in value:
+        name = value["__dtype__"]
+        if name not in WIRE_DTYPES:
+            raise ProtocolError(f"unknown dtype {name!r}")
+        return WIRE_DTYPES[name]
+    if any(k.startswith("__") and k.endswith("__") for k in value):
+        raise ProtocolError(f"unknown tag in {sorted(value)}")
+    return {k: _decode(v, blobs) for k, v in value.items()}
+
+
+class Channel:
+    """A framed, bounded, pickle-free message channel over a connected socket.
+
+    Args:
+        sock: a connected stream socket (one end of `socket.socketpair()`).
+        max_message_bytes: frames larger than this are refused with `ProtocolError`.
+    """
+
+    def __init__(self, sock: socket.socket, max_message_bytes: int = 64 << 30) -> None:
+        self.sock = sock
+        self.max_message_bytes = max_message_bytes
+
+    @classmethod
+    def from_fd(cls, fd: int, **kwargs: Any) -> Channel:
+        """Wrap an inherited socket file descriptor (the worker side)."""
+        return cls(socket.socket(fileno=fd), **kwargs)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send(self, kind: str, payload: Any = None) -> int:
+        """Send one message; returns the number of bytes written."""
+        blobs: list[memoryview] = []
+        encoded = _encode(payload, blobs)
+        header = json.dumps(
+            {"v": PROTOCOL_VERSION, "kind": kind, "payload": encoded, "blobs": [b.nbytes for b in blobs]},
+            allow_nan=False,
+        ).encode("utf-8")
+        self.sock.sendall(_LENGTH.pack(len(header)) + header)
+        for blob in blobs:
+            if blob.nbytes:
+                self.sock.sendall(blob)
+        return _LENGTH.size + len(header) + sum(b.nbytes for b in blobs)
+
+    def _recv_exact(self, n: int, deadline: float | None) -> bytearray:
+        buffer = bytearray(n)
+        view = memoryview(buffer)
+        received = 0
+        while received < n:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("timed out waiting for the worker")
+                self.sock.settimeout(remaining)
+            else:
+                self.sock.settimeout(None)
+            try:
+                count = self.sock.recv_into(view[received:], min(n - received, 1 << 24))
+            except socket.timeout as exc:
+                raise TimeoutError("timed out waiting for the worker") from exc
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                raise ChannelClosed(str(exc)) from exc
+            if count == 0:
+                raise ChannelClosed(f"connection closed after {received} of {n} bytes")
+            received += count
+        return buffer
+
+    def recv(self, timeout: float | None = None) -> Message:
+        """Receive one message, waiting at most `timeout` seconds (None: forever).
+
+        Raises:
+            TimeoutError: nothing complete arrived in time.
+            ChannelClosed: the other side went away.
+            ProtocolError: the frame broke the format or the size bounds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        (header_length,) = _LENGTH.unpack(self._recv_exact(_LENGTH.size, deadline))
+        if header_length > MAX_HEADER_BYTES:
+            raise ProtocolError(f"header of {header_length} bytes exceeds {MAX_HEADER_BYTES}")
+        try:
+            header = json.loads(self._recv_exact(header_length, deadline).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProtocolError(f"header is not JSON: {exc}") from exc
+        if not isinstance(header, dict) or header.get("v") != PROTOCOL_VERSION:
+            raise ProtocolError(f"not a protocol-{PROTOCOL_VERSION} header")
+        kind, blob_sizes = header.get("kind"), header.get("blobs")
+        if not isinstance(kind, str) or not isinstance(blob_sizes, list):
+            raise ProtocolError("header lacks kind or blobs")
+        if not all(isinstance(s, int) and s >= 0 for s in blob_sizes):
+            raise ProtocolError("blob sizes must be non-negative integers")
+        total = sum(blob_sizes)
+        if total > self.max_message_bytes:
+            raise ProtocolError(f"message of {total} bytes exceeds the limit of {self.max_message_bytes}")
+        blobs = [self._recv_exact(size, deadline) if size else bytearray() for size in blob_sizes]
+        payload = _decode(header.get("payload"), blobs)
+        return Message(kind=kind, payload=payload, nbytes=_LENGTH.size + header_length + total)

@@ -1,0 +1,206 @@
+"""Named integrity checks over the evidence of one candidate forward call.
+
+The candidate worker reports evidence (`CallEvidence`); the parent parses it strictly and runs
+these checks. Each check is ``check_<property that must hold>``, returns a `Violation` or None,
+and never raises for a candidate's misbehaviour. Each docstring says what it defends against,
+how, and what it cannot see; docs/integrity.md has the full table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tritongym.evaluate.channel import ProtocolError
+from tritongym.evaluate.optrace import canonical_op, covers_reference
+from tritongym.evaluate.result import Violation, ViolationCode
+
+
+@dataclass(frozen=True)
+class LaunchEvidence:
+    kernel: str
+    candidate: bool
+    grid: str
+
+
+@dataclass(frozen=True)
+class OutputEvidence:
+    plain: bool
+    from_kernel: bool
+    aliases: str | None
+
+
+@dataclass(frozen=True)
+class CallEvidence:
+    """What the candidate worker observed around one forward call (claims, parsed strictly)."""
+
+    launches: tuple[LaunchEvidence, ...]
+    compute_ops: tuple[str, ...]
+    outputs: tuple[OutputEvidence, ...]
+    mutated_inputs: tuple[int, ...]
+    threads_before: int
+    threads_after: int
+
+    @classmethod
+    def parse(cls, data: Any) -> CallEvidence:
+        """Validate the worker's JSON; anything malformed is a `ProtocolError` (a crash verdict)."""
+        try:
+            launches = tuple(
+                LaunchEvidence(kernel=_str(item["kernel"]), candidate=_bool(item["candidate"]), grid=_str(item["grid"]))
+                for item in _list(data["launches"])
+            )
+            outputs = tuple(
+                OutputEvidence(plain=_bool(item["plain"]), from_kernel=_bool(item["from_kernel"]),
+                               aliases=None if item["aliases"] is None else _str(item["aliases"]))
+                for item in _list(data["outputs"])
+            )
+            return cls(
+                launches=launches,
+                compute_ops=tuple(_str(op) for op in _list(data["compute_ops"])),
+                outputs=outputs,
+                mutated_inputs=tuple(_int(i) for i in _list(data["mutated_inputs"])),
+                threads_before=_int(data["threads_before"]),
+                threads_after=_int(data["threads_after"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ProtocolError(f"malformed call evidence: {exc}") from exc
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value[:500]
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected a bool, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an int, got {type(value).__name__}")
+    return value
+
+
+def check_triton_launched(evidence: CallEvidence) -> Violation | None:
+    """Every forward launches at least one kernel defined in the candidate's own source.
+
+    Defends against: decoy kernels defined but never launched, ``if self.training`` ghost
+    branches, try/except fallbacks, kernels borrowed from other files (reward-hacking A2, A3, A5).
+    How: the launch hook records each launch's defining file; run on every trial.
+    Residual risk: one trivial launch satisfies it; `check_output_from_kernel` and
+    `check_no_pytorch_fallback` close the "launch something, compute in PyTorch" route.
+    """
+    if any(launch.candidate for launch in evidence.launches):
+        return None
+    others = sorted({launch.kernel for launch in evidence.launches})
+    seen = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
+    return Violation(
+        ViolationCode.NO_TRITON_LAUNCH,
+        f"the forward launched no Triton kernel defined in the solution{seen}; every forward must do "
+        "its work in the solution's own @triton.jit kernels",
+    )
+
+
+def check_output_from_kernel(evidence: CallEvidence) -> Violation | None:
+    """Every returned tensor's storage was an argument of a candidate kernel launch.
+
+    Defends against: launching a kernel on a dummy tensor while returning a PyTorch result (A1).
+    How: the worker compares each output's storage span with the argument storages of the
+    candidate's launches in that call.
+    Residual risk: a kernel that receives the output but does not write all of it passes this
+    check; correctness on fresh secret inputs catches outputs that are not computed.
+    """
+    for index, output in enumerate(evidence.outputs):
+        if not output.from_kernel:
+            return Violation(
+                ViolationCode.OUTPUT_NOT_FROM_KERNEL,
+                f"output {index} was not written by any of the solution's Triton kernels (its storage was "
+                "never a kernel argument); allocate the output and pass it to the kernel that computes it",
+            )
+    return None
+
+
+def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str]) -> Violation | None:
+    """The forward does not run every compute op the reference runs (a PyTorch fallback).
+
+    Defends against: ``forward`` calling ``torch.matmul``, ``F.*``, Tensor methods, ``@``, or the
+    reference model itself, around or instead of Triton kernels (A1).
+    How: `optrace.OpTrace` records the ATen compute ops the forward dispatches outside Triton
+    launches; families such as mm/addmm/matmul are compared as one op.
+    Residual risk: a candidate that recomputes only part of the reference in PyTorch passes this
+    check; GPU-time coverage (PR/PRS) measures how much of the work its kernels do.
+    """
+    if not covers_reference(list(evidence.compute_ops), reference_ops):
+        return None
+    shared = sorted({canonical_op(op) for op in reference_ops})
+    return Violation(
+        ViolationCode.PYTORCH_FALLBACK,
+        f"the forward ran every compute op of the reference in PyTorch ({', '.join(shared)}); "
+        "compute them in the solution's Triton kernels instead",
+    )
+
+
+def check_inputs_unchanged(evidence: CallEvidence) -> Violation | None:
+    """The forward leaves its inputs bit-for-bit unchanged.
+
+    Defends against: zeroing or rewriting inputs so that a later check sees a different
+    problem (B8). The reference never shares the candidate's tensors here, so this is reported
+    for honesty of the kernel rather than to protect the comparison.
+    How: the worker compares each input tensor's bytes with a copy taken before the call.
+    """
+    if evidence.mutated_inputs:
+        which = ", ".join(str(i) for i in evidence.mutated_inputs)
+        return Violation(ViolationCode.INPUT_MUTATION,
+                         f"the forward modified input tensor(s) {which}; write results to a new output tensor")
+    return None
+
+
+def check_output_not_aliased(evidence: CallEvidence) -> Violation | None:
+    """No output shares storage with an input or a parameter.
+
+    Defends against: returning the input or a view of it (identity hacks where the task is the
+    identity on the test distribution), persistent parameter buffers as outputs (B2, B7).
+    How: storage-span overlap between each output and every input, parameter and buffer.
+    """
+    for index, output in enumerate(evidence.outputs):
+        if output.aliases:
+            return Violation(ViolationCode.OUTPUT_ALIASES_INPUT,
+                             f"output {index} shares memory with an {output.aliases}; return a new tensor")
+    return None
+
+
+def check_output_plain(evidence: CallEvidence) -> Violation | None:
+    """Every output is exactly ``torch.Tensor`` with no instance attributes.
+
+    Defends against: lazy tensors and Tensor subclasses that defer or fake work, and instance
+    overrides such as ``out.cpu = lambda: ...`` (D3).
+    How: ``type(out) is torch.Tensor and not out.__dict__``; outputs are also rebuilt through
+    class-level calls before they are sent, so an override cannot change what the parent sees.
+    """
+    for index, output in enumerate(evidence.outputs):
+        if not output.plain:
+            return Violation(ViolationCode.OUTPUT_NOT_PLAIN_TENSOR,
+                             f"output {index} is not a plain torch.Tensor (a subclass or instance attributes)")
+    return None
+
+
+def run_call_checks(evidence: CallEvidence, reference_ops: list[str]) -> list[Violation]:
+    """All per-call checks, in a fixed order."""
+    found = [
+        check_triton_launched(evidence),
+        check_output_from_kernel(evidence),
+        check_no_pytorch_fallback(evidence, reference_ops),
+        check_inputs_unchanged(evidence),
+        check_output_not_aliased(evidence),
+        check_output_plain(evidence),
+    ]
+    return [v for v in found if v is not None]

@@ -1,0 +1,119 @@
+"""Compare a candidate's outputs with the expected outputs (in the trusted parent).
+
+Rules (GPU MODE's ``verbose_allclose`` and KernelBench's ``allclose``, made explicit): the output
+structure (tensor, tuple, list) and every tensor's shape and dtype must match exactly; NaN and
+±Inf must sit at the same positions; every finite element must satisfy
+``|out − expected| ≤ atol + rtol·|expected|``; integer and boolean tensors must match exactly.
+Arithmetic is done in float64 so the comparison itself adds no rounding error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tritongym.evaluate.options import Tolerance
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Outcome of comparing one trial's outputs (see `TrialReport` for the error definitions)."""
+
+    passed: bool
+    max_abs_error: float | None
+    max_rel_error: float | None
+    mismatch_fraction: float | None
+    message: str | None
+
+
+def _flatten(value: Any, path: str = "output") -> list[tuple[str, Any]]:
+    if isinstance(value, (tuple, list)):
+        return [leaf for i, item in enumerate(value) for leaf in _flatten(item, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+def _structure(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_structure(v) for v in value))
+    return "tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def _index_text(flat_index: int, shape: torch.Size) -> str:
+    if len(shape) == 0:
+        return "()"
+    coords = []
+    for size in reversed(shape):
+        coords.append(flat_index % size)
+        flat_index //= size
+    return str(tuple(reversed(coords)))
+
+
+def compare_outputs(
+    expected: Any, actual: Any, tolerance_for: Callable[[torch.dtype], Tolerance]
+) -> Comparison:
+    """Compare `actual` with `expected`; `tolerance_for(dtype)` gives each tensor's tolerance."""
+    if _structure(expected) != _structure(actual):
+        return Comparison(False, None, None, None,
+                          f"output structure differs: expected {_structure(expected)}, got {_structure(actual)}")
+    max_abs = 0.0
+    max_rel = 0.0
+    mismatched = 0
+    total = 0
+    first_problem: str | None = None
+    for (path, exp), (_, act) in zip(_flatten(expected), _flatten(actual)):
+        if not isinstance(exp, torch.Tensor):
+            if exp != act and not (isinstance(exp, float) and isinstance(act, float) and exp != exp and act != act):
+                return Comparison(False, None, None, None, f"{path}: expected {exp!r}, got {act!r}")
+            continue
+        if exp.shape != act.shape:
+            return Comparison(False, None, None, None,
+                              f"{path}: shape mismatch: expected {tuple(exp.shape)}, got {tuple(act.shape)}")
+        if exp.dtype != act.dtype:
+            return Comparison(False, None, None, None,
+                              f"{path}: dtype mismatch: expected {exp.dtype}, got {act.dtype}")
+        total += exp.numel()
+        if exp.numel() == 0:
+            continue
+        if exp.dtype.is_floating_point or exp.dtype.is_complex:
+            tol = tolerance_for(exp.dtype)
+            e = exp.detach().to(torch.complex128 if exp.dtype.is_complex else torch.float64).reshape(-1)
+            a = act.detach().to(e.dtype).reshape(-1)
+            special = e.isnan() | a.isnan() | e.isinf() | a.isinf()
+            same_special = (e.isnan() & a.isnan()) | (e.isinf() & a.isinf() & (e == a))
+            finite = ~special
+            diff = (a - e).abs()
+            bad = (special & ~same_special) | (finite & (diff > tol.atol + tol.rtol * e.abs()))
+            if finite.any():
+                max_abs = max(max_abs, float(diff[finite].max()))
+                nonzero = finite & (e != 0)
+                if nonzero.any():
+                    max_rel = max(max_rel, float((diff[nonzero] / e[nonzero].abs()).max()))
+        else:
+            e = exp.reshape(-1)
+            a = act.reshape(-1)
+            bad = e != a
+            if bad.any():
+                max_abs = max(max_abs, float((e.to(torch.float64) - a.to(torch.float64)).abs().max()))
+            tol = None
+        count = int(bad.sum())
+        mismatched += count
+        if count and first_problem is None:
+            where = int(bad.nonzero()[0])
+            index = _index_text(where, exp.shape)
+            rule = f"atol={tol.atol:g}, rtol={tol.rtol:g}" if tol else "exact match"
+            first_problem = (
+                f"{path}: {count} of {exp.numel()} elements ({count / exp.numel():.1%}) differ beyond "
+                f"{rule}; first at {index}: expected {exp.reshape(-1)[where].item():.6g}, "
+                f"got {act.reshape(-1)[where].item():.6g}"
+            )
+    fraction = mismatched / total if total else 0.0
+    return Comparison(
+        passed=mismatched == 0,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        mismatch_fraction=fraction,
+        message=first_problem,
+    )

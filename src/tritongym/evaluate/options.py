@@ -1,0 +1,131 @@
+"""`EvalOptions`: every knob of one evaluation, documented where it is declared."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from tritongym.errors import OptionsError
+from tritongym.evaluate.reward import RewardConfig
+from tritongym.evaluate.sandbox import SANDBOX_MODES
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-element tolerance: an element passes when ``|out − expected| ≤ atol + rtol·|expected|``."""
+
+    atol: float
+    rtol: float
+
+
+#: Named tolerance presets, by output dtype. ``kernelbench`` is KernelBench v0.1 / KernelGYM
+#: (atol = rtol = 1e-2 for every dtype); ``strict`` follows KernelBench main's per-precision
+#: values (1e-4 for float32, 1e-2 for half precision).
+TOLERANCE_PRESETS: dict[str, dict[torch.dtype, Tolerance]] = {
+    "kernelbench": {
+        torch.float64: Tolerance(1e-2, 1e-2),
+        torch.float32: Tolerance(1e-2, 1e-2),
+        torch.float16: Tolerance(1e-2, 1e-2),
+        torch.bfloat16: Tolerance(1e-2, 1e-2),
+    },
+    "strict": {
+        torch.float64: Tolerance(1e-7, 1e-7),
+        torch.float32: Tolerance(1e-4, 1e-4),
+        torch.float16: Tolerance(1e-2, 1e-2),
+        torch.bfloat16: Tolerance(1e-2, 1e-2),
+    },
+}
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Options of one evaluation. Defaults are the protective, KernelBench-compatible ones.
+
+    Attributes:
+        device: ``auto`` (CUDA when available, else CPU), ``cpu`` (Triton interpreter,
+            ``TRITON_INTERPRET=1``; correctness only) or ``cuda``.
+        timeout: seconds the candidate may take in all (import, build, trials, timing); on
+            expiry it and everything it started are killed and the status is ``timeout``.
+        num_trials: correctness trials, each on fresh inputs from a secret seed.
+        tolerance: a preset name from `TOLERANCE_PRESETS` (``kernelbench`` or ``strict``).
+        atol: overrides the preset's absolute tolerance for every dtype when set.
+        rtol: overrides the preset's relative tolerance for every dtype when set.
+        sandbox: ``auto`` (bubblewrap when it works here, else none, with a notice), ``bwrap``
+            (required; an error if unavailable) or ``none``.
+        memory_limit_gb: host-memory cap of the candidate process (CPU mode), in GiB.
+        max_processes: process-count cap of the candidate (``RLIMIT_NPROC``).
+        seed: a fixed master seed for reproducible debugging only. None (default) draws every
+            seed from OS entropy; a fixed seed makes inputs predictable, never use it for training.
+        reference_timeout: seconds the reference worker may take for its own work; exceeding it
+            is a problem error (the task is too big for this device), not a candidate verdict.
+        measure_speed: time the reference and the candidate on a GPU (ignored on a CPU).
+        time_on_cpu: run the timing protocol on a CPU with a host clock. The figures say nothing
+            about GPU speed; this exists to test the protocol without a GPU.
+        timing_reps: timed repetitions each for the reference and the candidate.
+        timing_blocks: the repetitions are split into this many interleaved blocks
+            (reference, candidate, reference, ...) to cancel drift.
+        warmup_ms: time-based warm-up of each side before timing (and at least 3 calls).
+        reward: weights of the reward terms.
+        disabled_checks: violation codes reported as notices instead of failing the verdict.
+    """
+
+    device: str = "auto"
+    timeout: float = 180.0
+    num_trials: int = 5
+    tolerance: str = "kernelbench"
+    atol: float | None = None
+    rtol: float | None = None
+    sandbox: str = "auto"
+    memory_limit_gb: float = 8.0
+    max_processes: int = 512
+    seed: int | None = None
+    reference_timeout: float = 600.0
+    measure_speed: bool = True
+    time_on_cpu: bool = False
+    timing_reps: int = 30
+    timing_blocks: int = 3
+    warmup_ms: float = 25.0
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    disabled_checks: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise OptionsError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.sandbox not in SANDBOX_MODES:
+            raise OptionsError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {self.sandbox!r}")
+        if self.tolerance not in TOLERANCE_PRESETS:
+            raise OptionsError(
+                f"tolerance must be one of {', '.join(TOLERANCE_PRESETS)}, got {self.tolerance!r}; "
+                "set atol/rtol to override the preset's values"
+            )
+        positive = {"timeout": self.timeout, "reference_timeout": self.reference_timeout,
+                    "memory_limit_gb": self.memory_limit_gb, "warmup_ms": self.warmup_ms}
+        for name, value in positive.items():
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise OptionsError(f"{name} must be a positive number, got {value!r}")
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or not value >= 0):
+                raise OptionsError(f"{name} must be a number >= 0, got {value!r}")
+        for name, low in (("num_trials", 1), ("timing_reps", 1), ("timing_blocks", 1), ("max_processes", 8)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise OptionsError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.timing_blocks > self.timing_reps:
+            raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
+        if not isinstance(self.reward, RewardConfig):
+            raise OptionsError("reward must be a RewardConfig")
+        object.__setattr__(self, "disabled_checks", frozenset(str(c) for c in self.disabled_checks))
+
+    def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
+        """The tolerance applied to an output of `dtype` (preset, then atol/rtol overrides)."""
+        preset = TOLERANCE_PRESETS[self.tolerance]
+        base = preset.get(dtype, preset[torch.float32])
+        return Tolerance(
+            atol=base.atol if self.atol is None else float(self.atol),
+            rtol=base.rtol if self.rtol is None else float(self.rtol),
+        )

@@ -1,0 +1,397 @@
+"""The trusted parent: runs one evaluation and produces the verdict.
+
+This process holds the secret seeds, the expected outputs, the timeout and the verdict, and it
+never imports candidate code (nor the problem's: the reference runs in a worker of its own).
+
+    parent ──socket──▶ reference worker   builds Model, makes inputs from secret seeds,
+       │                                  computes expected outputs            (trusted, no jail)
+       └────socket──▶ candidate worker    imports ModelNew, runs it on copies of the inputs,
+                                          reports outputs and evidence          (sandboxed)
+
+Per trial the parent draws a seed from OS entropy, asks the reference worker for the inputs and
+the expected outputs, sends only the inputs to the candidate worker, compares the outputs it gets
+back, and runs the named checks on the evidence. Whatever the candidate does (raise, exit, crash,
+hang, print, send garbage), the parent ends with a verdict; only a broken problem or a broken
+machine raises.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tritongym.errors import EvaluatorError, OptionsError, ProblemError, SolutionError
+from tritongym.evaluate import checks
+from tritongym.evaluate.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluate.compare import compare_outputs
+from tritongym.evaluate.options import EvalOptions
+from tritongym.evaluate.result import (
+    EvalResult,
+    KernelLaunches,
+    Notice,
+    NoticeCode,
+    Status,
+    TimingReport,
+    TrialReport,
+    Violation,
+    ViolationCode,
+)
+from tritongym.evaluate.reward import compute_reward
+from tritongym.evaluate.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
+from tritongym.evaluate.static import inspect_source
+from tritongym.tasks.problem import Problem, normalized_source_hash
+
+#: The family name of the task's own `get_inputs()` distribution.
+FAMILY_TASK = "get_inputs"
+
+
+class CandidateFailed(Exception):
+    """Internal: the candidate ended the evaluation early (error, crash, timeout)."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _read_solution(solution: str | os.PathLike[str]) -> str:
+    """A solution is a path (`Path`, or a one-line string naming an existing file) or source text."""
+    if isinstance(solution, os.PathLike) or (isinstance(solution, str) and "\n" not in solution
+                                             and solution.endswith(".py")):
+        path = Path(solution)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise SolutionError(f"solution file not found: {path}") from exc
+        except UnicodeDecodeError as exc:
+            raise SolutionError(f"solution file {path} is not UTF-8 text") from exc
+    if not isinstance(solution, str):
+        raise SolutionError(f"solution must be source text or a path, got {type(solution).__name__}")
+    return solution
+
+
+def _as_problem(problem: Problem | str | os.PathLike[str]) -> Problem:
+    if isinstance(problem, Problem):
+        return problem
+    from tritongym.tasks.loaders import load_problem_file
+
+    return load_problem_file(problem)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda`` must exist."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise OptionsError("device 'cuda' was requested but torch sees no CUDA device; use --device cpu")
+    return device
+
+
+@dataclass
+class _Budget:
+    """Wall-clock budget of the candidate: only time spent waiting on the candidate counts."""
+
+    seconds: float
+    spent: float = 0.0
+
+    def remaining(self) -> float:
+        return self.seconds - self.spent
+
+
+@dataclass
+class _Worker:
+    """The parent's handle on one worker: process, channel, role."""
+
+    process: WorkerProcess
+    channel: Channel
+    role: str
+    budget: _Budget
+
+    def request(self, kind: str, payload: Any = None) -> Message:
+        """Send one request and wait for the reply within the worker's budget."""
+        try:
+            self.channel.send(kind, payload)
+        except OSError as exc:
+            raise ChannelClosed(f"could not send {kind!r}: {exc}") from exc
+        return self.receive()
+
+    def receive(self) -> Message:
+        """Wait for the next message within the worker's budget (the time waited is charged)."""
+        start = time.monotonic()
+        try:
+            return self.channel.recv(timeout=max(self.budget.remaining(), 0.001))
+        finally:
+            self.budget.spent += time.monotonic() - start
+
+
+@dataclass
+class _Evaluation:
+    """State of one evaluation while it runs (the public entry point is `evaluate`)."""
+
+    problem: Problem
+    solution_source: str
+    options: EvalOptions
+    device: str
+    sandbox: str
+    violations: dict[str, Violation] = field(default_factory=dict)
+    notices: list[Notice] = field(default_factory=list)
+    trials: list[TrialReport] = field(default_factory=list)
+    candidate_ops: dict[str, None] = field(default_factory=dict)
+    reference_ops: list[str] = field(default_factory=list)
+    launches: dict[tuple[str, bool], list[Any]] = field(default_factory=dict)
+    timing: TimingReport | None = None
+    seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
+
+    # -- helpers --------------------------------------------------------------------------
+    def add_violation(self, violation: Violation) -> None:
+        if violation.code in self.options.disabled_checks:
+            notice = Notice(NoticeCode.CHECK_DISABLED, f"[{violation.code}] {violation.message}")
+            if notice not in self.notices:
+                self.notices.append(notice)
+            return
+        self.violations.setdefault(violation.code, violation)
+
+    def _fail_from_reply(self, message: Message, phase: str) -> CandidateFailed:
+        payload = message.payload if isinstance(message.payload, dict) else {}
+        text = str(payload.get("message", "the candidate reported an error"))[:4000]
+        kind = payload.get("kind")
+        status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
+        return CandidateFailed(status, f"{phase}: {text}")
+
+    def _expect(self, message: Message, kind: str, phase: str) -> dict[str, Any]:
+        if message.kind == "error":
+            raise self._fail_from_reply(message, phase)
+        if message.kind != kind or not isinstance(message.payload, dict):
+            raise ProtocolError(f"expected a {kind!r} reply during {phase}, got {message.kind!r}")
+        return message.payload
+
+    def _reference(self, reference: _Worker, kind: str, payload: Any, expect: str) -> dict[str, Any]:
+        try:
+            message = reference.request(kind, payload)
+        except TimeoutError as exc:
+            raise ProblemError(
+                f"problem {self.problem.problem_id}: the reference took longer than "
+                f"{self.options.reference_timeout:g} s ({kind}); the task may be too large for this "
+                "device: raise reference_timeout or shrink it"
+            ) from exc
+        except (ChannelClosed, ProtocolError) as exc:
+            raise ProblemError(
+                f"problem {self.problem.problem_id}: the reference worker died during {kind} "
+                f"({reference.process.exit_description()}): {exc}\n{reference.process.log_tail(2000)}"
+            ) from exc
+        if message.kind == "error":
+            detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
+            raise ProblemError(f"problem {self.problem.problem_id}: the reference failed during {kind}:\n{detail}")
+        if message.kind != expect or not isinstance(message.payload, dict):
+            raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
+        return message.payload
+
+    # -- phases ---------------------------------------------------------------------------
+    def run_trials(self, reference: _Worker, candidate: _Worker, weight_seed: int) -> None:
+        ready = self._reference(reference, "setup", {"weight_seed": weight_seed}, "ready")
+        phase = "import"
+        try:
+            self._expect(candidate.receive(), "ready", phase)
+            phase = "build"
+            self._expect(candidate.request("build", {"init_inputs": ready["init_inputs"],
+                                                     "weight_seed": weight_seed}), "built", phase)
+            for index in range(self.options.num_trials):
+                phase = f"trial {index}"
+                trial = self._reference(reference, "trial", {"seed": self.seed_source()}, "trial")
+                self.reference_ops = list(trial["compute_ops"])
+                nonce = secrets.token_hex(8)
+                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial["inputs"]}),
+                                     "called", f"{phase} (forward)")
+                if reply.get("nonce") != nonce:
+                    raise ProtocolError("the reply answers another request (nonce mismatch)")
+                self.record_call(index, FAMILY_TASK, trial["expected"], reply)
+        except TimeoutError as exc:
+            raise CandidateFailed(
+                Status.TIMEOUT,
+                f"the candidate exceeded the {self.options.timeout:g} s budget during {phase}; it and "
+                "everything it started were killed",
+            ) from exc
+        except (ChannelClosed, ProtocolError) as exc:
+            reason = candidate.process.wait_exit(grace=2.0)
+            raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
+                                                  f"({reason}): {exc}") from exc
+
+    def record_call(self, index: int, family: str, expected: Any, reply: dict[str, Any]) -> None:
+        evidence = checks.CallEvidence.parse(reply.get("evidence"))
+        comparison = compare_outputs(expected, reply.get("outputs"), self.options.tolerance_for)
+        self.trials.append(TrialReport(
+            index=index, family=family, passed=comparison.passed,
+            max_abs_error=comparison.max_abs_error, max_rel_error=comparison.max_rel_error,
+            mismatch_fraction=comparison.mismatch_fraction, message=comparison.message,
+        ))
+        for op in evidence.compute_ops:
+            self.candidate_ops.setdefault(op, None)
+        for launch in evidence.launches:
+            self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
+        for violation in checks.run_call_checks(evidence, self.reference_ops):
+            self.add_violation(violation)
+
+    def finish(self, failure: CandidateFailed | None, candidate: WorkerProcess | None, started: float) -> EvalResult:
+        if failure is not None:
+            status, error = failure.status, failure.message
+        elif self.violations:
+            status, error = Status.INTEGRITY_VIOLATION, next(iter(self.violations.values())).message
+        elif any(not trial.passed for trial in self.trials):
+            status = Status.INCORRECT
+            failed = [t for t in self.trials if not t.passed]
+            error = f"{len(failed)} of {len(self.trials)} trials failed; trial {failed[0].index}: {failed[0].message}"
+        else:
+            status, error = Status.OK, None
+        speedup = None
+        if status == Status.OK and self.timing is not None:
+            speedup = self.timing.reference_median_ms / self.timing.candidate_median_ms
+        result = EvalResult(
+            status=status,
+            violations=list(self.violations.values()),
+            notices=list(self.notices),
+            error=error,
+            torch_compute_ops=list(self.candidate_ops),
+            reference_compute_ops=list(self.reference_ops),
+            speedup=speedup,
+            timing=self.timing if status == Status.OK else None,
+            trials=list(self.trials),
+            triton_launches=[
+                KernelLaunches(kernel=kernel, defined_in_candidate=mine, launches=len(grids), last_grid=grids[-1])
+                for (kernel, mine), grids in self.launches.items()
+            ],
+            device=self.device,
+            sandbox=self.sandbox,
+            problem_id=self.problem.problem_id,
+            problem_hash=self.problem.content_hash,
+            solution_hash=normalized_source_hash(self.solution_source),
+            duration_s=round(time.monotonic() - started, 3),
+            candidate_log=candidate.log_tail() if candidate is not None else "",
+        )
+        result.reward = compute_reward(result, self.options.reward)
+        return result
+
+
+def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
+           limits: ResourceLimits, interpret: bool, role: str, budget: _Budget) -> _Worker:
+    parent_end, child_end = socket.socketpair()
+    try:
+        process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
+                               channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
+                               interpret=interpret)
+    except BaseException:
+        parent_end.close()
+        raise
+    finally:
+        child_end.close()
+    return _Worker(process=process, channel=Channel(parent_end), role=role, budget=budget)
+
+
+def evaluate(
+    problem: Problem | str | os.PathLike[str],
+    solution: str | os.PathLike[str],
+    options: EvalOptions | None = None,
+    **overrides: Any,
+) -> EvalResult:
+    """Evaluate a candidate `ModelNew` against a KernelBench-format problem.
+
+    Args:
+        problem: a `Problem`, or the path of a problem ``.py`` file.
+        solution: the candidate's source text, or a path to it (a `Path`, or a one-line string
+            ending in ``.py``).
+        options: an `EvalOptions`; keyword `overrides` replace its fields (``timeout=60``).
+
+    Returns:
+        The verdict. Every candidate behaviour ends in one; see `Status`.
+
+    Raises:
+        ProblemError: the problem is malformed or its reference fails on its own.
+        SolutionError: the solution file cannot be read.
+        OptionsError: an option is invalid (for example ``device='cuda'`` without a GPU).
+        EvaluatorError: a worker process could not be started.
+    """
+    options = replace(options or EvalOptions(), **overrides) if overrides else (options or EvalOptions())
+    started = time.monotonic()
+    problem = _as_problem(problem)
+    source = _read_solution(solution)
+    device = resolve_device(options.device)
+    report = inspect_source(source)
+    evaluation = _Evaluation(problem=problem, solution_source=source, options=options, device=device,
+                             sandbox="not started")
+    if options.seed is not None:
+        import random
+
+        rng = random.Random(options.seed)
+        evaluation.seed_source = lambda: rng.getrandbits(63)
+    for finding in report.findings:
+        evaluation.notices.append(Notice(NoticeCode.STATIC_FINDING, finding))
+    if report.syntax_error:
+        return evaluation.finish(CandidateFailed(Status.COMPILE_ERROR, report.syntax_error), None, started)
+    if not report.defines_model_new:
+        return evaluation.finish(CandidateFailed(
+            Status.COMPILE_ERROR, "the solution does not define `class ModelNew` at module level"), None, started)
+    if not report.triton_kernels:
+        evaluation.add_violation(Violation(
+            ViolationCode.NO_TRITON_KERNEL,
+            "the solution defines no @triton.jit kernel; write the computation as Triton kernels"))
+        if evaluation.violations:
+            return evaluation.finish(None, None, started)
+
+    mode = resolve_mode(options.sandbox)
+    evaluation.sandbox = mode
+    if mode == "none":
+        evaluation.notices.append(Notice(
+            NoticeCode.SANDBOX_DISABLED,
+            "the candidate ran without the OS sandbox (sandbox: none): it could reach the network, the "
+            "file system and other processes of this user; install bubblewrap for isolation",
+        ))
+    if device == "cpu" and not options.time_on_cpu:
+        evaluation.notices.append(Notice(
+            NoticeCode.TIMING_UNAVAILABLE,
+            "timing is not measured on a CPU: the Triton interpreter says nothing about GPU speed; "
+            "speedup is null and the reward has no speed term",
+        ))
+    seed_for_weights = evaluation.seed_source()
+    private = Path(tempfile.mkdtemp(prefix="tritongym-"))
+    reference = candidate = None
+    failure: CandidateFailed | None = None
+    try:
+        job = private / "job"
+        job.mkdir()
+        job.chmod(0o777)
+        (job / "candidate.py").write_text(source, encoding="utf-8")
+        (private / "problem.py").write_text(problem.source, encoding="utf-8")
+        interpret = device == "cpu"
+        candidate_limits = ResourceLimits(memory_bytes=int(options.memory_limit_gb * (1 << 30)),
+                                          max_processes=options.max_processes)
+        candidate = _spawn("tritongym.evaluate.candidate_worker", job / "candidate.py", device=device,
+                           mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
+                           interpret=interpret, role="candidate", budget=_Budget(options.timeout))
+        reference = _spawn("tritongym.evaluate.reference_worker", private / "problem.py", device=device,
+                           mode="none", job_dir=private, log=private / "reference.log",
+                           limits=ResourceLimits(memory_bytes=None, max_processes=None),
+                           interpret=interpret, role="reference", budget=_Budget(options.reference_timeout))
+        try:
+            evaluation.run_trials(reference, candidate, seed_for_weights)
+        except CandidateFailed as exc:
+            failure = exc
+        return evaluation.finish(failure, candidate.process, started)
+    finally:
+        for worker in (candidate, reference):
+            if worker is not None:
+                try:
+                    worker.channel.send("exit")
+                except OSError:
+                    pass
+                worker.process.kill()
+                worker.channel.close()
+        shutil.rmtree(private, ignore_errors=True)

@@ -1,0 +1,83 @@
+"""The reference worker: builds the task's `Model` and computes expected outputs.
+
+A trusted process of its own (spawned, never forked): it holds the problem, the secret seeds
+it is given and the expected outputs, and it never sees candidate code. The parent asks it for
+trial inputs and expected outputs, forwards only the inputs to the candidate worker, and
+compares in the parent. It runs the problem's code, so a broken problem fails here and becomes a
+`ProblemError` in the parent, never a verdict against a candidate.
+
+Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs}``;
+``trial {seed}`` → ``trial {inputs, expected, compute_ops}``; ``exit``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from tritongym.evaluate import worker_common as common
+from tritongym.evaluate.channel import Channel
+from tritongym.evaluate.optrace import OpTrace
+
+
+class ReferenceWorker:
+    def __init__(self, channel: Channel, source: str, device: torch.device) -> None:
+        self.channel = channel
+        self.source = source
+        self.device = device
+        self.module = None
+        self.model = None
+
+    def setup(self, weight_seed: int) -> None:
+        self.module = common.load_module(self.source, "reference_problem")
+        common.seed_everything(weight_seed)
+        init_inputs = self.module.get_init_inputs()
+        args, kwargs = common.split_init_inputs(init_inputs)
+        common.seed_everything(weight_seed)
+        model = self.module.Model(*common.to_device(args, self.device), **common.to_device(kwargs, self.device))
+        self.model = model.to(self.device)
+        self.channel.send("ready", {"init_inputs": init_inputs})
+
+    def trial(self, seed: int) -> None:
+        common.seed_everything(seed)
+        inputs = self.module.get_inputs()
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"get_inputs() must return a list, got {type(inputs).__name__}")
+        # The model gets its own copies: a reference that writes into its inputs must not
+        # change what the candidate receives.
+        device_inputs = common.to_device(list(inputs), self.device, copy=True)
+        trace = OpTrace()
+        with torch.no_grad(), trace:
+            expected = self.model(*device_inputs)
+        common.synchronize(self.device)
+        self.channel.send(
+            "trial", {"inputs": list(inputs), "expected": expected, "compute_ops": trace.compute_ops()}
+        )
+
+    def serve(self) -> None:
+        while True:
+            message = self.channel.recv()
+            try:
+                if message.kind == "setup":
+                    self.setup(int(message.payload["weight_seed"]))
+                elif message.kind == "trial":
+                    self.trial(int(message.payload["seed"]))
+                elif message.kind == "exit":
+                    return
+                else:
+                    raise ValueError(f"unknown request {message.kind!r}")
+            except Exception as exc:  # the problem's own failure: report it, the parent raises
+                self.channel.send("error", {"phase": message.kind, "message": common.format_error(exc, self.source)})
+
+
+def main() -> None:
+    args = common.parse_worker_args("tritongym reference worker (internal)")
+    channel = common.open_channel(args.fd)
+    ReferenceWorker(channel, args.source, torch.device(args.device)).serve()
+    channel.close()
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

@@ -1,0 +1,229 @@
+"""The verdict: `Status`, `Violation`, per-trial and timing reports, and `EvalResult`.
+
+This is a contract used by tools outside the repository (``tritongym eval --json``, the
+service, trainers): field names and status strings are stable. `EvalResult.to_dict()` is the
+JSON object the CLI prints; `EvalResult.from_dict()` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class _StrEnum(str, Enum):
+    """`enum.StrEnum` for Python 3.10: members compare equal to, and print as, their value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Status(_StrEnum):
+    """How an evaluation ended. Exactly one per result; `correct` is derived from it."""
+
+    OK = "ok"  # every trial matched, every integrity check passed
+    COMPILE_ERROR = "compile_error"  # no runnable ModelNew: syntax error, import or constructor failure, Triton compile error
+    RUNTIME_ERROR = "runtime_error"  # the candidate's forward raised
+    INCORRECT = "incorrect"  # ran, but an output did not match the reference within tolerance
+    INTEGRITY_VIOLATION = "integrity_violation"  # the work was not done honestly in the candidate's Triton kernels
+    TIMEOUT = "timeout"  # the candidate exceeded the wall-clock budget; it and its descendants were killed
+    CRASHED = "crashed"  # the candidate process died or broke the protocol (signal, os._exit, garbage)
+
+
+class ViolationCode(_StrEnum):
+    """What an integrity check found. Each code names the defect; see docs/integrity.md."""
+
+    NO_TRITON_KERNEL = "no_triton_kernel"  # the source defines no @triton.jit kernel
+    NO_TRITON_LAUNCH = "no_triton_launch"  # a forward launched no kernel defined in the candidate's source
+    OUTPUT_NOT_FROM_KERNEL = "output_not_from_kernel"  # an output's storage was never a candidate kernel argument
+    PYTORCH_FALLBACK = "pytorch_fallback"  # the forward ran every compute op the reference runs
+    INPUT_MUTATION = "input_mutation"  # the forward changed an input tensor
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"  # an output shares storage with an input or a parameter
+    OUTPUT_NOT_PLAIN_TENSOR = "output_not_plain_tensor"  # an output is a Tensor subclass or carries instance attributes
+
+
+class NoticeCode(_StrEnum):
+    """Non-blocking findings: reported, never a reason for a zero reward on their own."""
+
+    TIMING_UNAVAILABLE = "timing_unavailable"  # no GPU: timing is not measured (not meaningful on a CPU)
+    TIMING_NOT_MEANINGFUL = "timing_not_meaningful"  # timed on a CPU for testing the protocol only
+    SANDBOX_DISABLED = "sandbox_disabled"  # the candidate ran without the OS sandbox
+    CHECK_DISABLED = "check_disabled"  # a violation was found by a check the caller turned off
+    STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One integrity finding: `code` names the defect, `message` says what was observed."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A non-blocking finding (a warning)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TrialReport:
+    """The comparison of one correctness trial against the reference.
+
+    Errors are computed in float64 over all output tensors of the trial:
+    ``max_abs_error = max |out − expected|`` over finite elements, ``max_rel_error = max
+    |out − expected| / |expected|`` over finite elements with expected ≠ 0, and
+    ``mismatch_fraction`` = elements failing ``|out − expected| ≤ atol + rtol·|expected|``
+    (or whose NaN/±Inf position differs) divided by the number of elements.
+    """
+
+    index: int
+    family: str
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch_fraction: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class TimingReport:
+    """Side-by-side timing of the reference and the candidate, measured in one run.
+
+    Times are medians over repetitions, in milliseconds. ``method`` says how they were taken.
+    """
+
+    method: str
+    device_name: str
+    reference_median_ms: float
+    candidate_median_ms: float
+    reference_reps: int
+    candidate_reps: int
+    reference_host_median_ms: float | None = None
+    candidate_host_median_ms: float | None = None
+    meaningful: bool = True
+
+
+@dataclass(frozen=True)
+class KernelLaunches:
+    """Triton kernels the candidate's forwards launched, summed over the correctness trials."""
+
+    kernel: str
+    defined_in_candidate: bool
+    launches: int
+    last_grid: str
+
+
+@dataclass
+class EvalResult:
+    """The verdict of one evaluation. `to_dict()` is the ``tritongym eval --json`` object."""
+
+    status: Status
+    reward: float = 0.0
+    violations: list[Violation] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    error: str | None = None
+    torch_compute_ops: list[str] = field(default_factory=list)
+    reference_compute_ops: list[str] = field(default_factory=list)
+    speedup: float | None = None
+    timing: TimingReport | None = None
+    coverage: float | None = None
+    trials: list[TrialReport] = field(default_factory=list)
+    triton_launches: list[KernelLaunches] = field(default_factory=list)
+    device: str = "cpu"
+    sandbox: str = "none"
+    problem_id: str | None = None
+    problem_hash: str | None = None
+    solution_hash: str | None = None
+    duration_s: float = 0.0
+    candidate_log: str = ""
+
+    @property
+    def correct(self) -> bool:
+        """True only when the status is `ok`."""
+        return self.status == Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: every field, plus `correct`, with enums as their strings."""
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data["correct"] = self.correct
+        return data
+
+    def to_json(self, **kwargs: Any) -> str:
+        """`to_dict()` as JSON text (NaN and Infinity are not produced: errors are finite or null)."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """Inverse of `to_dict()` (unknown keys are ignored, so newer producers stay readable)."""
+        timing = data.get("timing")
+        return cls(
+            status=Status(data["status"]),
+            reward=float(data.get("reward", 0.0)),
+            violations=[Violation(**v) for v in data.get("violations", [])],
+            notices=[Notice(**n) for n in data.get("notices", [])],
+            error=data.get("error"),
+            torch_compute_ops=list(data.get("torch_compute_ops", [])),
+            reference_compute_ops=list(data.get("reference_compute_ops", [])),
+            speedup=data.get("speedup"),
+            timing=TimingReport(**timing) if timing else None,
+            coverage=data.get("coverage"),
+            trials=[TrialReport(**t) for t in data.get("trials", [])],
+            triton_launches=[KernelLaunches(**k) for k in data.get("triton_launches", [])],
+            device=data.get("device", "cpu"),
+            sandbox=data.get("sandbox", "none"),
+            problem_id=data.get("problem_id"),
+            problem_hash=data.get("problem_hash"),
+            solution_hash=data.get("solution_hash"),
+            duration_s=float(data.get("duration_s", 0.0)),
+            candidate_log=data.get("candidate_log", ""),
+        )
+
+    def summary(self) -> str:
+        """A few readable lines for terminals (what ``tritongym eval`` prints without --json)."""
+        lines = [f"status: {self.status}   reward: {self.reward:.3f}   device: {self.device}   sandbox: {self.sandbox}"]
+        if self.problem_id:
+            lines.append(f"problem: {self.problem_id}")
+        if self.error:
+            lines.append("error: " + self.error.strip().replace("\n", "\n       "))
+        for violation in self.violations:
+            lines.append(f"violation [{violation.code}]: {violation.message}")
+        if self.trials:
+            passed = sum(t.passed for t in self.trials)
+            worst = max((t.max_abs_error or 0.0) for t in self.trials)
+            lines.append(f"trials: {passed}/{len(self.trials)} passed, max abs error {worst:.3g}")
+        for trial in self.trials:
+            if not trial.passed and trial.message:
+                lines.append(f"  trial {trial.index} ({trial.family}): {trial.message}")
+        if self.triton_launches:
+            kernels = ", ".join(f"{k.kernel}×{k.launches}" for k in self.triton_launches)
+            lines.append(f"triton launches: {kernels}")
+        if self.torch_compute_ops:
+            lines.append("torch compute ops in forward: " + ", ".join(self.torch_compute_ops))
+        if self.timing:
+            t = self.timing
+            lines.append(
+                f"timing ({t.method}): reference {t.reference_median_ms:.4g} ms, "
+                f"candidate {t.candidate_median_ms:.4g} ms, speedup {self.speedup:.3g}x"
+            )
+        for notice in self.notices:
+            lines.append(f"note [{notice.code}]: {notice.message}")
+        lines.append(f"took {self.duration_s:.1f} s")
+        return "\n".join(lines)
+
+
+# Statuses in order of precedence when several apply: the first wins.
+STATUS_PRECEDENCE = (
+    Status.CRASHED,
+    Status.TIMEOUT,
+    Status.COMPILE_ERROR,
+    Status.RUNTIME_ERROR,
+    Status.INTEGRITY_VIOLATION,
+    Status.INCORRECT,
+    Status.OK,
+)

@@ -1,0 +1,317 @@
+"""Start worker processes: plain, or jailed by bubblewrap; kill them and everything they started.
+
+Every worker is a fresh process started with ``python -I -m ...`` (spawn, never fork: nothing of
+the parent's memory is inherited), a scrubbed, allow-listed environment, its own session, a
+private working directory, and one inherited socket as its only link to the parent.
+
+With ``bwrap`` (Debian/Ubuntu package ``bubblewrap``) the candidate worker additionally gets:
+
+* its own user namespace mapped to an unprivileged uid (no capabilities, even when the
+  evaluator runs as root), PID namespace (it is PID 2 under bwrap's init; it cannot signal the
+  evaluator, and every descendant dies with it), network namespace (no network at all), IPC and
+  UTS namespaces;
+* a read-only view of ``/usr`` and of the Python installation, virtual environment and
+  import paths it needs, a private ``/tmp``, and its job directory as the only writable place;
+* in CUDA mode, the GPU device nodes and driver folders, nothing else from ``/dev``.
+
+Where bwrap cannot run, `resolve_mode("auto")` falls back to no sandbox and the evaluator puts a
+``sandbox_disabled`` notice in every result. Resource limits (memory, processes, files, CPU
+time) are applied by `ResourceLimits` in both modes, as strongly as the machine allows.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritongym.errors import EvaluatorError, OptionsError
+
+SANDBOX_MODES = ("auto", "bwrap", "none")
+#: Where the job directory appears inside the jail.
+JAIL_JOB_DIR = "/job"
+#: Environment variables passed through from the caller when set (GPU drivers need some).
+PASSTHROUGH_ENV = (
+    "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "CUDA_HOME", "CUDA_PATH",
+)
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Limits applied to a worker process and all its descendants.
+
+    Attributes:
+        memory_bytes: address-space cap (``RLIMIT_AS``) in CPU mode; in CUDA mode the driver
+            reserves huge virtual ranges, so the cap is not applied there (None: no cap).
+        max_processes: ``RLIMIT_NPROC``; the kernel does not enforce it for processes whose real
+            uid is root, so under root the PID namespace (bwrap) is what contains a fork storm.
+        max_open_files: ``RLIMIT_NOFILE``.
+        max_file_bytes: ``RLIMIT_FSIZE``: the largest file the worker may write.
+        cpu_seconds: ``RLIMIT_CPU``: CPU time before the kernel kills it (a backstop; the
+            wall-clock timeout is the primary limit).
+    """
+
+    memory_bytes: int | None = 8 << 30
+    max_processes: int | None = 512
+    max_open_files: int | None = 1024
+    max_file_bytes: int | None = 1 << 30
+    cpu_seconds: int | None = None
+
+    def apply(self, cuda: bool) -> None:
+        """Set the limits on the current process (called in the child before exec)."""
+        pairs = [
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_NOFILE, self.max_open_files),
+            (resource.RLIMIT_FSIZE, self.max_file_bytes),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+        ]
+        if not cuda:
+            pairs.append((resource.RLIMIT_AS, self.memory_bytes))
+        for limit, value in pairs:
+            if value is not None:
+                soft, hard = resource.getrlimit(limit)
+                new = value if hard == resource.RLIM_INFINITY else min(value, hard)
+                resource.setrlimit(limit, (new, new))
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_problem() -> str | None:
+    """None when bubblewrap works here, else why it does not (cached for the process)."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bubblewrap (bwrap) is not installed; apt-get install bubblewrap"
+    probe = [path, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+             "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        completed = subprocess.run(probe, capture_output=True, timeout=30, text=True)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if completed.returncode != 0:
+        return f"bwrap cannot create namespaces here: {completed.stderr.strip()[:300]}"
+    return None
+
+
+def resolve_mode(mode: str) -> str:
+    """``auto`` → ``bwrap`` when it works, else ``none``; an explicit ``bwrap`` must work."""
+    if mode not in SANDBOX_MODES:
+        raise OptionsError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {mode!r}")
+    if mode == "none":
+        return "none"
+    problem = bwrap_problem()
+    if problem is None:
+        return "bwrap"
+    if mode == "bwrap":
+        raise EvaluatorError(f"sandbox 'bwrap' was requested but {problem}")
+    return "none"
+
+
+def _python_paths() -> list[str]:
+    """Folders the worker's Python needs to read: the installation, the venv, the import path."""
+    candidates = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    candidates += [p for p in sys.path if p]
+    import tritongym
+
+    candidates.append(str(Path(tritongym.__file__).resolve().parents[1]))
+    folders: list[str] = []
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and not real.startswith("/usr/") and real != "/usr":
+            folders.append(real)
+    # Drop folders already inside another bound folder.
+    folders = sorted(set(folders))
+    return [f for f in folders if not any(f != g and f.startswith(g + os.sep) for g in folders)]
+
+
+def _gpu_binds() -> list[str]:
+    args: list[str] = []
+    for node in sorted(glob.glob("/dev/nvidia*")):
+        args += ["--dev-bind", node, node]
+    for folder in ("/usr/local/nvidia", "/usr/local/cuda", "/sys", "/run/nvidia-persistenced"):
+        if os.path.exists(folder):
+            args += ["--ro-bind", folder, folder]
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and os.path.isdir(folder) and not folder.startswith("/usr/"):
+            args += ["--ro-bind", folder, folder]
+    return args
+
+
+def bwrap_command(job_dir: str, cuda: bool) -> list[str]:
+    """The bubblewrap prefix that jails one worker (see the module docstring)."""
+    path = shutil.which("bwrap")
+    if path is None:
+        raise EvaluatorError("bwrap is not installed")
+    args = [
+        path, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for link in ("lib", "lib64", "lib32", "bin", "sbin"):
+        target = os.path.join("/", link)
+        if os.path.islink(target):
+            args += ["--symlink", os.readlink(target), target]
+        elif os.path.isdir(target):
+            args += ["--ro-bind", target, target]
+    for item in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"):
+        if os.path.exists(item):
+            args += ["--ro-bind", item, item]
+    for folder in _python_paths():
+        args += ["--ro-bind", folder, folder]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    if cuda:
+        args += _gpu_binds()
+    args += ["--bind", job_dir, JAIL_JOB_DIR, "--chdir", JAIL_JOB_DIR]
+    return args
+
+
+@dataclass
+class WorkerProcess:
+    """A started worker: its process, socket end, log file and the identity used to sweep it."""
+
+    popen: subprocess.Popen
+    log_path: Path
+    token: str
+    mode: str
+    started_at: float = field(default_factory=time.monotonic)
+
+    def exit_description(self) -> str:
+        """Why the process ended, in words (``killed by SIGSEGV``, ``exited with code 0``)."""
+        code = self.popen.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        if self.mode == "bwrap" and code > 128:
+            # bwrap reports a jailed child's death by signal N as exit status 128 + N.
+            try:
+                return f"killed by {signal.Signals(code - 128).name}"
+            except ValueError:
+                pass
+        return f"exited with code {code}"
+
+    def wait_exit(self, grace: float) -> str:
+        """Give a dying process `grace` seconds to exit by itself, kill it, and say how it ended."""
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "still running; killed"
+        return self.exit_description()
+
+    def kill(self) -> None:
+        """Kill the worker, its process group and any descendant that carries its token."""
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait for consent
+            pass
+        sweep_processes(self.token)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - limit))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return ("…" if size > limit else "") + text
+
+
+def sweep_processes(token: str) -> int:
+    """SIGKILL every process whose environment carries ``TRITONGYM_JOB=<token>``.
+
+    Catches descendants that left the worker's process group (``setsid``) when there is no PID
+    namespace to contain them. Returns how many were killed.
+    """
+    marker = f"TRITONGYM_JOB={token}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
+
+
+def spawn_worker(
+    module: str,
+    source_path: str,
+    *,
+    device: str,
+    mode: str,
+    job_dir: Path,
+    log_path: Path,
+    channel_fd: int,
+    token: str,
+    limits: ResourceLimits,
+    interpret: bool,
+) -> WorkerProcess:
+    """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
+
+    `source_path` is the module file the worker loads (the candidate or the problem); with
+    bwrap it must lie in `job_dir` and is translated to the jail's path.
+    """
+    cuda = device == "cuda"
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "TRITONGYM_JOB": token,
+    }
+    for name in PASSTHROUGH_ENV:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    if mode == "bwrap":
+        home = JAIL_JOB_DIR
+        source = os.path.join(JAIL_JOB_DIR, os.path.relpath(source_path, job_dir))
+        if source.startswith(JAIL_JOB_DIR + "/.."):
+            raise EvaluatorError(f"{source_path} is outside the job directory {job_dir}")
+        prefix = bwrap_command(str(job_dir), cuda)
+    else:
+        home = str(job_dir)
+        source = source_path
+        prefix = []
+    env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
+                "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
+    argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd),
+            "--source", source, "--device", device]
+    if mode == "bwrap":
+        # bwrap must not inherit our environment either: --clearenv, then the allow-list.
+        env_args = ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
+        argv = [argv[0], *env_args, *argv[1:]]
+    with open(log_path, "wb") as log:
+        try:
+            popen = subprocess.Popen(
+                argv, env=env, cwd=str(job_dir), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, pass_fds=(channel_fd,), start_new_session=True,
+                preexec_fn=functools.partial(limits.apply, cuda),
+            )
+        except OSError as exc:
+            raise EvaluatorError(f"could not start the worker {module}: {exc}") from exc
+    return WorkerProcess(popen=popen, log_path=log_path, token=token, mode=mode)

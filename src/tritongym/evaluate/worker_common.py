@@ -1,0 +1,117 @@
+"""Helpers shared by the reference and the candidate worker processes.
+
+Imports only the standard library and torch. Runs inside the workers, never in the parent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import traceback
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from tritongym.evaluate.channel import Channel
+
+#: Longest error text a worker sends back (the parent trims again).
+MAX_ERROR_CHARS = 4000
+
+
+def parse_worker_args(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--fd", type=int, required=True, help="inherited socket file descriptor")
+    parser.add_argument("--source", required=True, help="path of the module to load")
+    parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
+    return parser.parse_args()
+
+
+def load_module(path: str, name: str) -> ModuleType:
+    """Import a module from a real file (``@triton.jit`` reads its source through `inspect`)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def format_error(exc: BaseException, keep_file: str | None = None) -> str:
+    """``Type: message`` plus the traceback frames that belong to `keep_file` only.
+
+    Candidates get feedback about their own lines, not about torch's or tritongym's internals.
+    Triton's compile errors already carry the kernel source location in their message.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    if keep_file is not None:
+        real = os.path.realpath(keep_file)
+        frames = [f for f in frames if os.path.realpath(f.filename) == real]
+    lines = []
+    for frame in frames[-8:]:
+        lines.append(f'  File "{os.path.basename(frame.filename)}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    text = ("Traceback (candidate frames only):\n" + "\n".join(lines) + "\n" if lines else "") + message
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS // 2] + "\n…\n" + text[-MAX_ERROR_CHARS // 2 :]
+    return text
+
+
+def to_device(value: Any, device: torch.device, copy: bool = False) -> Any:
+    """Move every tensor of a nested list/tuple/dict structure to `device`.
+
+    With ``copy=True`` every tensor is a fresh copy even when it is already on `device`.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.to(device, copy=copy)
+    if isinstance(value, list):
+        return [to_device(v, device, copy) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_device(v, device, copy) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device, copy) for k, v in value.items()}
+    return value
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """Every tensor of a nested structure, depth first."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors_in(v)]
+    return []
+
+
+def split_init_inputs(init_inputs: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Constructor ``(args, kwargs)`` from ``get_init_inputs()``.
+
+    KernelBench returns a list of positional arguments; KernelGYM also accepts
+    ``[[args...], {kwargs}]``, which is honoured here.
+    """
+    if isinstance(init_inputs, (list, tuple)) and len(init_inputs) == 2 \
+            and isinstance(init_inputs[0], (list, tuple)) and isinstance(init_inputs[1], dict):
+        return list(init_inputs[0]), dict(init_inputs[1])
+    if isinstance(init_inputs, (list, tuple)):
+        return list(init_inputs), {}
+    raise TypeError(f"get_init_inputs() must return a list, got {type(init_inputs).__name__}")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch's CPU and CUDA generators (what KernelBench's harness seeds)."""
+    torch.manual_seed(seed)
+
+
+def open_channel(fd: int) -> Channel:
+    return Channel.from_fd(fd)

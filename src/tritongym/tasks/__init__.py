@@ -1,0 +1,23 @@
+"""Problems (KernelBench format) and the loaders that read them."""
+
+from tritongym.tasks.loaders import (
+    builtin_suite,
+    load_hf_dataset,
+    load_hf_rows,
+    load_kernelbench_dir,
+    load_problem_file,
+    load_problems,
+    problem_from_row,
+)
+from tritongym.tasks.problem import Problem
+
+__all__ = [
+    "Problem",
+    "builtin_suite",
+    "load_hf_dataset",
+    "load_hf_rows",
+    "load_kernelbench_dir",
+    "load_problem_file",
+    "load_problems",
+    "problem_from_row",
+]

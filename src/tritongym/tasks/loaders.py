@@ -1,0 +1,232 @@
+"""Loaders that turn files and datasets into `Problem` objects.
+
+Supported sources:
+
+* one ``.py`` file in KernelBench format (`load_problem_file`);
+* a KernelBench checkout or its ``KernelBench/`` folder, with ``level1/19_ReLU.py`` … files
+  (`load_kernelbench_dir`);
+* rows in the Hugging Face KernelBench layout (columns ``code``, ``level``, ``name``,
+  ``problem_id``) from JSONL or Parquet files (`load_hf_rows`), or from the `datasets` library
+  when it is installed (`load_hf_dataset`);
+* the built-in suite shipped with tritongym (`builtin_suite`).
+
+`load_problems(spec)` resolves any of these from one string, which is what the CLI uses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tritongym.errors import DependencyError, ProblemError
+from tritongym.tasks.problem import Problem
+
+_LEVEL_DIR = re.compile(r"^level(\d+)$")
+_NUMBERED = re.compile(r"^(\d+)_")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ProblemError(f"problem file not found: {path}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProblemError(f"problem file {path} is not UTF-8 text") from exc
+
+
+def load_problem_file(path: str | Path, *, level: int | None = None, problem_id: str | None = None) -> Problem:
+    """Load one KernelBench-format ``.py`` file.
+
+    The level defaults to the parent folder's ``levelN`` name when there is one.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ProblemError(f"{path} is a directory; use load_kernelbench_dir for a folder of problems")
+    if level is None:
+        match = _LEVEL_DIR.match(path.parent.name)
+        level = int(match.group(1)) if match else None
+    name = path.stem
+    if problem_id is None:
+        problem_id = f"level{level}/{name}" if level is not None else name
+    return Problem(source=_read_text(path), name=name, problem_id=problem_id, level=level, origin=str(path))
+
+
+def _sort_key(path: Path) -> tuple[int, str]:
+    match = _NUMBERED.match(path.name)
+    return (int(match.group(1)) if match else 1 << 30, path.name)
+
+
+def load_kernelbench_dir(root: str | Path, levels: Iterable[int] | None = None) -> list[Problem]:
+    """Load every problem of a KernelBench-layout folder.
+
+    `root` may be a KernelBench checkout (``KernelBench/level1/...`` inside it), the
+    ``KernelBench`` folder itself (``level1/``, ``level2/`` …), or one ``levelN`` folder. Problems
+    come back ordered by level, then by their numeric prefix. Ids look like
+    ``kernelbench/level1/19``.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise ProblemError(f"not a directory: {root}")
+    if (root / "KernelBench").is_dir():
+        root = root / "KernelBench"
+    level_dirs: list[tuple[int, Path]] = []
+    match = _LEVEL_DIR.match(root.name)
+    if match:
+        level_dirs.append((int(match.group(1)), root))
+    else:
+        for child in sorted(root.iterdir()):
+            child_match = _LEVEL_DIR.match(child.name)
+            if child.is_dir() and child_match:
+                level_dirs.append((int(child_match.group(1)), child))
+    if not level_dirs:
+        raise ProblemError(f"{root} holds no levelN/ folders; expected a KernelBench layout")
+    wanted = set(levels) if levels is not None else None
+    problems: list[Problem] = []
+    for level, folder in sorted(level_dirs):
+        if wanted is not None and level not in wanted:
+            continue
+        for path in sorted(folder.glob("*.py"), key=_sort_key):
+            prefix = _NUMBERED.match(path.name)
+            number = prefix.group(1) if prefix else path.stem
+            problems.append(
+                load_problem_file(path, level=level, problem_id=f"kernelbench/level{level}/{number}")
+            )
+    return problems
+
+
+def problem_from_row(row: Mapping[str, Any], *, origin: str | None = None) -> Problem:
+    """Build a problem from one row in the Hugging Face KernelBench layout.
+
+    Required column: ``code``. Optional: ``level``, ``name`` (e.g. ``19_ReLU.py``) and
+    ``problem_id``. The id becomes ``kernelbench/level{level}/{problem_id}``.
+    """
+    if "code" not in row or not isinstance(row["code"], str):
+        raise ProblemError(
+            f"row {origin or ''} has no text column 'code'; expected the Hugging Face KernelBench "
+            f"layout (code, level, name, problem_id), got columns {sorted(row)}"
+        )
+    level = row.get("level")
+    level = int(level) if level is not None else None
+    raw_name = str(row.get("name") or row.get("problem_id") or "problem")
+    name = raw_name[:-3] if raw_name.endswith(".py") else raw_name
+    number = row.get("problem_id")
+    if number is None:
+        prefix = _NUMBERED.match(name)
+        number = prefix.group(1) if prefix else name
+    problem_id = f"kernelbench/level{level}/{number}" if level is not None else f"kernelbench/{number}"
+    return Problem(source=row["code"], name=name, problem_id=problem_id, level=level, origin=origin)
+
+
+def _level_wanted(row: Mapping[str, Any], wanted: set[int] | None) -> bool:
+    return wanted is None or (row.get("level") is not None and int(row["level"]) in wanted)
+
+
+def load_hf_rows(
+    source: str | Path | Iterable[Mapping[str, Any]], levels: Iterable[int] | None = None
+) -> list[Problem]:
+    """Load rows in the Hugging Face KernelBench layout.
+
+    `source` is a ``.jsonl`` file, a ``.parquet`` file (needs `pyarrow`: ``pip install
+    tritongym[data]``), or an iterable of row mappings (for instance a `datasets.Dataset`).
+    """
+    rows: list[Mapping[str, Any]]
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise ProblemError(f"dataset file not found: {path}")
+        if path.suffix == ".jsonl":
+            rows = []
+            with path.open(encoding="utf-8") as handle:
+                for line_number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise ProblemError(f"{path}:{line_number}: not a JSON object: {exc.msg}") from exc
+            origins = [f"{path}:{i}" for i in range(1, len(rows) + 1)]
+        elif path.suffix == ".parquet":
+            try:
+                import pyarrow.parquet as pq
+            except ImportError as exc:
+                raise DependencyError(
+                    "reading Parquet needs pyarrow: pip install 'tritongym[data]'"
+                ) from exc
+            rows = pq.read_table(path).to_pylist()
+            origins = [f"{path}:{i}" for i in range(len(rows))]
+        else:
+            raise ProblemError(f"{path}: expected a .jsonl or .parquet file")
+    else:
+        rows = list(source)
+        origins = [f"row {i}" for i in range(len(rows))]
+    wanted = set(levels) if levels is not None else None
+    return [
+        problem_from_row(row, origin=origin)
+        for row, origin in zip(rows, origins)
+        if _level_wanted(row, wanted)
+    ]
+
+
+def load_hf_dataset(
+    name: str = "ScalingIntelligence/KernelBench", levels: Iterable[int] | None = None, **kwargs: Any
+) -> list[Problem]:
+    """Load KernelBench through Hugging Face `datasets` (``pip install datasets``).
+
+    The hub dataset has one split per level (``level_1`` …); every split found is read unless
+    `levels` narrows them. Extra keyword arguments go to `datasets.load_dataset`.
+    """
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DependencyError("load_hf_dataset needs Hugging Face datasets: pip install datasets") from exc
+    loaded = datasets.load_dataset(name, **kwargs)
+    splits = loaded.values() if hasattr(loaded, "values") else [loaded]
+    problems: list[Problem] = []
+    for split in splits:
+        problems.extend(load_hf_rows(split, levels=levels))
+    return problems
+
+
+def builtin_suite() -> list[Problem]:
+    """The problems written for tritongym: small shapes, sign-spanning inputs, honest solutions.
+
+    Their ids are ``builtin/<file stem>``; the matching solutions are in the repository's
+    ``examples/builtin/`` folder under the same file names.
+    """
+    folder = resources.files("tritongym.tasks") / "builtin"
+    entries = sorted(
+        (entry for entry in folder.iterdir() if entry.name.endswith(".py") and not entry.name.startswith("_")),
+        key=lambda entry: entry.name,
+    )
+    problems = []
+    for entry in entries:
+        stem = entry.name[:-3]
+        problems.append(
+            Problem(source=entry.read_text(encoding="utf-8"), name=stem, problem_id=f"builtin/{stem}",
+                    origin=f"tritongym:tasks/builtin/{entry.name}")
+        )
+    return problems
+
+
+def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list[Problem]:
+    """Resolve a problem source from one string (what the CLI's ``--problems`` takes).
+
+    ``builtin`` is the built-in suite; a ``.py`` file is one problem; a ``.jsonl`` or
+    ``.parquet`` file holds Hugging Face layout rows; a directory is a KernelBench layout.
+    """
+    if str(spec) == "builtin":
+        return builtin_suite()
+    path = Path(spec)
+    if path.is_dir():
+        return load_kernelbench_dir(path, levels=levels)
+    if path.suffix == ".py":
+        return [load_problem_file(path)]
+    if path.suffix in (".jsonl", ".parquet"):
+        return load_hf_rows(path, levels=levels)
+    if not path.exists():
+        raise ProblemError(f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
+    raise ProblemError(f"cannot read problems from {spec}: expected a .py, .jsonl or .parquet file or a folder")
