@@ -14,7 +14,9 @@ overlaps an input or parameter, and which inputs changed.
 
 Protocol (parent → candidate): on start the worker imports the candidate and sends ``ready`` or
 ``error``; ``build {init_inputs, weight_seed}`` → ``built``; ``call {nonce, inputs}`` →
-``called {nonce, outputs, evidence}``; ``exit``. Errors: ``error {phase, kind, message}``.
+``called {nonce, outputs, evidence}``; the timing requests of `timing.TimingSession` (the
+problem module is loaded only for these, to make timing inputs); ``exit``. Errors:
+``error {phase, kind, message}``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tritongym.evaluate import worker_common as common
 from tritongym.evaluate.channel import Channel
 from tritongym.evaluate.launches import LaunchRecorder
 from tritongym.evaluate.optrace import OpTrace, storage_span
+from tritongym.evaluate.timing import TimingSession
 
 
 def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
@@ -65,9 +68,11 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 
 class CandidateWorker:
-    def __init__(self, channel: Channel, source: str, device: torch.device) -> None:
+    def __init__(self, channel: Channel, source: str, device: torch.device, problem: str | None = None) -> None:
         self.channel = channel
         self.source = os.path.realpath(source)
+        self.problem = problem
+        self.timing: TimingSession | None = None
         self.device = device
         self.recorder = LaunchRecorder()
         self.model_class: Any = None
@@ -161,12 +166,21 @@ class CandidateWorker:
             message = self.channel.recv()
             if message.kind == "exit":
                 return
-            phase = {"build": "build", "call": "forward"}.get(message.kind, message.kind)
+            phase = {"build": "build", "call": "forward"}.get(message.kind, "timing")
             try:
                 if message.kind == "build":
                     self.build(message.payload["init_inputs"], int(message.payload["weight_seed"]))
                 elif message.kind == "call":
                     self.call(str(message.payload["nonce"]), list(message.payload["inputs"]))
+                elif message.kind == "time_start":
+                    if self.problem is None:
+                        raise ValueError("timing needs --problem")
+                    module = common.load_module(self.problem, "timing_problem")
+                    self.timing = TimingSession(self.channel, self.model, module, self.device,
+                                                output_transform=_plain_outputs)
+                    self.timing.handle(message.kind, message.payload)
+                elif self.timing is not None and self.timing.handle(message.kind, message.payload):
+                    pass
                 else:
                     raise ValueError(f"unknown request {message.kind!r}")
             except BaseException as exc:  # noqa: BLE001
@@ -187,7 +201,7 @@ def _plain_outputs(outputs: Any) -> Any:
 def main() -> None:
     args = common.parse_worker_args("tritongym candidate worker (internal)")
     channel = common.open_channel(args.fd)
-    CandidateWorker(channel, args.source, torch.device(args.device)).serve()
+    CandidateWorker(channel, args.source, torch.device(args.device), args.problem).serve()
     channel.close()
     # Leave without running interpreter shutdown hooks the candidate may have registered.
     sys.stdout.flush()

@@ -68,6 +68,8 @@ class EvalOptions:
         timing_reps: timed repetitions each for the reference and the candidate.
         timing_blocks: the repetitions are split into this many interleaved blocks
             (reference, candidate, reference, ...) to cancel drift.
+        timing_rechecks: how many of the candidate's timed repetitions, chosen secretly after
+            each has run, have their outputs compared with the reference.
         warmup_ms: time-based warm-up of each side before timing (and at least 3 calls).
         reward: weights of the reward terms.
         disabled_checks: violation codes reported as notices instead of failing the verdict.
@@ -88,6 +90,7 @@ class EvalOptions:
     time_on_cpu: bool = False
     timing_reps: int = 30
     timing_blocks: int = 3
+    timing_rechecks: int = 5
     warmup_ms: float = 25.0
     reward: RewardConfig = field(default_factory=RewardConfig)
     disabled_checks: frozenset[str] = frozenset()
@@ -115,6 +118,8 @@ class EvalOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise OptionsError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.timing_rechecks, int) or self.timing_rechecks < 0:
+            raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:
             raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
         if not isinstance(self.reward, RewardConfig):

@@ -17,9 +17,11 @@ machine raises.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shutil
+import statistics
 import socket
 import tempfile
 import time
@@ -226,6 +228,71 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
+    def run_timing(self, reference: _Worker, candidate: _Worker) -> None:
+        """Time reference and candidate in interleaved blocks; recheck secret timed outputs."""
+        options = self.options
+        phase = "timing warm-up"
+        try:
+            ref_ready = self._reference(reference, "time_start", {"warmup_ms": options.warmup_ms}, "time_ready")
+            self._expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
+            reps = options.timing_reps
+            block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
+                           for b in range(options.timing_blocks)]
+            rechecked = set(secrets.SystemRandom().sample(range(reps), min(options.timing_rechecks, reps)))
+            samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "cand": [], "cand_host": []}
+            rep_index = 0
+            for block, size in enumerate(block_sizes):
+                phase = f"timing block {block}"
+                for _ in range(size):
+                    done = self._reference(reference, "rep", {"seed": self.seed_source()}, "rep_done")
+                    self._reference(reference, "drop", {}, "dropped")
+                    samples["ref"].append(float(done["ms"]))
+                    samples["ref_host"].append(float(done["host_ms"]))
+                for _ in range(size):
+                    seed = self.seed_source()
+                    done = self._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
+                    ms, host_ms = done.get("ms"), done.get("host_ms")
+                    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                               for v in (ms, host_ms)):
+                        self.add_violation(Violation(
+                            ViolationCode.IMPLAUSIBLE_TIMING,
+                            f"a timed call reported {ms!r} ms (host {host_ms!r} ms); times must be positive"))
+                        return
+                    samples["cand"].append(float(ms))
+                    samples["cand_host"].append(float(host_ms))
+                    if rep_index in rechecked:
+                        kept = self._expect(candidate.request("keep", {}), "output", phase)
+                        expected = self._reference(reference, "expected_for", {"seed": seed}, "expected")
+                        comparison = compare_outputs(expected["expected"], kept.get("outputs"),
+                                                     self.options.tolerance_for)
+                        if not comparison.passed:
+                            self.add_violation(Violation(
+                                ViolationCode.TIMED_OUTPUT_MISMATCH,
+                                f"the output of timed call {rep_index} did not match the reference "
+                                f"({comparison.message}); outputs must be computed on every call"))
+                    else:
+                        self._expect(candidate.request("drop", {}), "dropped", phase)
+                    rep_index += 1
+        except TimeoutError as exc:
+            raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {self.options.timeout:g} s "
+                                                  f"budget during {phase}") from exc
+        except (ChannelClosed, ProtocolError) as exc:
+            reason = candidate.process.wait_exit(grace=2.0)
+            raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
+                                                  f"({reason}): {exc}") from exc
+        meaningful = self.device == "cuda"
+        self.timing = TimingReport(
+            method=str(ref_ready["method"]),
+            device_name=str(ref_ready["device_name"]),
+            reference_median_ms=statistics.median(samples["ref"]),
+            candidate_median_ms=statistics.median(samples["cand"]),
+            reference_reps=len(samples["ref"]),
+            candidate_reps=len(samples["cand"]),
+            reference_host_median_ms=statistics.median(samples["ref_host"]),
+            candidate_host_median_ms=statistics.median(samples["cand_host"]),
+            meaningful=meaningful,
+        )
+
     def record_call(self, index: int, family: str, expected: Any, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         comparison = compare_outputs(expected, reply.get("outputs"), self.options.tolerance_for)
@@ -282,12 +349,13 @@ class _Evaluation:
 
 
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
-           limits: ResourceLimits, interpret: bool, role: str, budget: _Budget) -> _Worker:
+           limits: ResourceLimits, interpret: bool, role: str, budget: _Budget,
+           problem_path: Path | None = None) -> _Worker:
     parent_end, child_end = socket.socketpair()
     try:
         process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
                                channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
-                               interpret=interpret)
+                               interpret=interpret, problem_path=str(problem_path) if problem_path else None)
     except BaseException:
         parent_end.close()
         raise
@@ -360,6 +428,12 @@ def evaluate(
             "timing is not measured on a CPU: the Triton interpreter says nothing about GPU speed; "
             "speedup is null and the reward has no speed term",
         ))
+    elif device == "cpu":
+        evaluation.notices.append(Notice(
+            NoticeCode.TIMING_NOT_MEANINGFUL,
+            "timed on a CPU with a host clock to exercise the timing protocol (time_on_cpu); the figures "
+            "say nothing about GPU speed and the reward ignores them",
+        ))
     seed_for_weights = evaluation.seed_source()
     private = Path(tempfile.mkdtemp(prefix="tritongym-"))
     reference = candidate = None
@@ -369,19 +443,27 @@ def evaluate(
         job.mkdir()
         job.chmod(0o777)
         (job / "candidate.py").write_text(source, encoding="utf-8")
+        # The candidate worker reads the problem only to make timing inputs; the reference
+        # worker reads its own copy, outside the candidate's reach.
+        (job / "problem.py").write_text(problem.source, encoding="utf-8")
         (private / "problem.py").write_text(problem.source, encoding="utf-8")
         interpret = device == "cpu"
         candidate_limits = ResourceLimits(memory_bytes=int(options.memory_limit_gb * (1 << 30)),
                                           max_processes=options.max_processes)
         candidate = _spawn("tritongym.evaluate.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
-                           interpret=interpret, role="candidate", budget=_Budget(options.timeout))
+                           interpret=interpret, role="candidate", budget=_Budget(options.timeout),
+                           problem_path=job / "problem.py")
         reference = _spawn("tritongym.evaluate.reference_worker", private / "problem.py", device=device,
                            mode="none", job_dir=private, log=private / "reference.log",
                            limits=ResourceLimits(memory_bytes=None, max_processes=None),
                            interpret=interpret, role="reference", budget=_Budget(options.reference_timeout))
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
+            passed = not evaluation.violations and all(t.passed for t in evaluation.trials)
+            wants_timing = options.measure_speed and (device == "cuda" or options.time_on_cpu)
+            if passed and wants_timing:
+                evaluation.run_timing(reference, candidate)
         except CandidateFailed as exc:
             failure = exc
         return evaluation.finish(failure, candidate.process, started)

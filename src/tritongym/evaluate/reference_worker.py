@@ -7,7 +7,9 @@ compares in the parent. It runs the problem's code, so a broken problem fails he
 `ProblemError` in the parent, never a verdict against a candidate.
 
 Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs}``;
-``trial {seed}`` → ``trial {inputs, expected, compute_ops}``; ``exit``.
+``trial {seed}`` → ``trial {inputs, expected, compute_ops}``; ``expected_for {seed}`` →
+``expected {expected}`` (the output for the timing inputs of that seed, to recheck a timed
+candidate output); the timing requests of `timing.TimingSession`; ``exit``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 from tritongym.evaluate import worker_common as common
 from tritongym.evaluate.channel import Channel
 from tritongym.evaluate.optrace import OpTrace
+from tritongym.evaluate.timing import TimingSession, timing_inputs
 
 
 class ReferenceWorker:
@@ -28,6 +31,7 @@ class ReferenceWorker:
         self.device = device
         self.module = None
         self.model = None
+        self.timing: TimingSession | None = None
 
     def setup(self, weight_seed: int) -> None:
         self.module = common.load_module(self.source, "reference_problem")
@@ -55,6 +59,13 @@ class ReferenceWorker:
             "trial", {"inputs": list(inputs), "expected": expected, "compute_ops": trace.compute_ops()}
         )
 
+    def expected_for(self, seed: int) -> None:
+        inputs = timing_inputs(self.module, seed, self.device)
+        with torch.no_grad():
+            expected = self.model(*inputs)
+        common.synchronize(self.device)
+        self.channel.send("expected", {"expected": expected})
+
     def serve(self) -> None:
         while True:
             message = self.channel.recv()
@@ -63,6 +74,13 @@ class ReferenceWorker:
                     self.setup(int(message.payload["weight_seed"]))
                 elif message.kind == "trial":
                     self.trial(int(message.payload["seed"]))
+                elif message.kind == "expected_for":
+                    self.expected_for(int(message.payload["seed"]))
+                elif message.kind == "time_start":
+                    self.timing = TimingSession(self.channel, self.model, self.module, self.device)
+                    self.timing.handle(message.kind, message.payload)
+                elif self.timing is not None and self.timing.handle(message.kind, message.payload):
+                    pass
                 elif message.kind == "exit":
                     return
                 else:

@@ -42,6 +42,8 @@ class ViolationCode(_StrEnum):
     INPUT_MUTATION = "input_mutation"  # the forward changed an input tensor
     OUTPUT_ALIASES_INPUT = "output_aliases_input"  # an output shares storage with an input or a parameter
     OUTPUT_NOT_PLAIN_TENSOR = "output_not_plain_tensor"  # an output is a Tensor subclass or carries instance attributes
+    TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"  # an output of a timed call did not match the reference
+    IMPLAUSIBLE_TIMING = "implausible_timing"  # a reported time is not a positive finite number
 
 
 class NoticeCode(_StrEnum):

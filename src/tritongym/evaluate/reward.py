@@ -4,7 +4,8 @@
 for a result whose status is `ok`, and 0 for every other status (Dr.Kernel, arXiv 2602.05885,
 §4 and `reward_client.py::calculate_reward_speedup`; the recipe uses weights 0.5/0.5/0.5 and a
 cap of 3). A term whose measurement is unavailable (no GPU: speedup and coverage are null)
-contributes 0, so on a CPU an `ok` verdict earns exactly `correct_weight`.
+contributes 0, so on a CPU an `ok` verdict earns exactly `correct_weight`; so does a speedup from
+timing marked not meaningful (the CPU protocol-test mode).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def compute_reward(result: EvalResult, config: RewardConfig | None = None) -> fl
     if result.status != Status.OK:
         return 0.0
     reward = config.correct_weight
-    if result.speedup is not None and math.isfinite(result.speedup):
+    timing_counts = result.timing is None or result.timing.meaningful
+    if timing_counts and result.speedup is not None and math.isfinite(result.speedup):
         reward += config.speedup_weight * min(max(result.speedup, 0.0), config.speedup_cap)
     if result.coverage is not None and math.isfinite(result.coverage):
         reward += config.coverage_weight * min(max(result.coverage, 0.0), 1.0)

@@ -267,11 +267,13 @@ def spawn_worker(
     token: str,
     limits: ResourceLimits,
     interpret: bool,
+    problem_path: str | None = None,
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
 
-    `source_path` is the module file the worker loads (the candidate or the problem); with
-    bwrap it must lie in `job_dir` and is translated to the jail's path.
+    `source_path` is the module file the worker loads (the candidate or the problem), and
+    `problem_path` an optional second one (the candidate worker's timing inputs); with bwrap
+    both must lie in `job_dir` and are translated to the jail's paths.
     """
     cuda = device == "cuda"
     env = {
@@ -287,20 +289,22 @@ def spawn_worker(
             env[name] = os.environ[name]
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    if mode == "bwrap":
-        home = JAIL_JOB_DIR
-        source = os.path.join(JAIL_JOB_DIR, os.path.relpath(source_path, job_dir))
-        if source.startswith(JAIL_JOB_DIR + "/.."):
-            raise EvaluatorError(f"{source_path} is outside the job directory {job_dir}")
-        prefix = bwrap_command(str(job_dir), cuda)
-    else:
-        home = str(job_dir)
-        source = source_path
-        prefix = []
+    def visible(path: str) -> str:
+        if mode != "bwrap":
+            return path
+        inside = os.path.join(JAIL_JOB_DIR, os.path.relpath(path, job_dir))
+        if inside.startswith(JAIL_JOB_DIR + "/.."):
+            raise EvaluatorError(f"{path} is outside the job directory {job_dir}")
+        return inside
+
+    home = JAIL_JOB_DIR if mode == "bwrap" else str(job_dir)
+    prefix = bwrap_command(str(job_dir), cuda) if mode == "bwrap" else []
     env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
     argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd),
-            "--source", source, "--device", device]
+            "--source", visible(source_path), "--device", device]
+    if problem_path is not None:
+        argv += ["--problem", visible(problem_path)]
     if mode == "bwrap":
         # bwrap must not inherit our environment either: --clearenv, then the allow-list.
         env_args = ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]

@@ -26,6 +26,7 @@ def parse_worker_args(description: str) -> argparse.Namespace:
     parser.add_argument("--fd", type=int, required=True, help="inherited socket file descriptor")
     parser.add_argument("--source", required=True, help="path of the module to load")
     parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
+    parser.add_argument("--problem", help="path of the problem module (candidate worker: timing inputs)")
     return parser.parse_args()
 
 
