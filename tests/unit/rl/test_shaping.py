@@ -1,0 +1,116 @@
+"""Tests for tritongym.rl.shaping: PR, PRS, zero-variance filtering (rl-algorithms.md §2.3–2.5)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tritongym.rl import profiling_reward, prs_keep_probability, prs_sample, zero_variance_group_mask
+
+
+def test_profiling_reward_fixtures_spec_2_3_d1_d2():
+    correct = torch.tensor([True, True])
+    reward = profiling_reward(correct, torch.tensor([1.8, 4.2]), torch.tensor([0.6, 0.4]))
+    assert reward[0].item() == pytest.approx(0.5 + 0.9 + 0.3)  # 1.7
+    assert reward[1].item() == pytest.approx(0.5 + 1.5 + 0.5 * 0.4)  # capped at 3 → 2.0 + 0.5·cov
+
+
+def test_incorrect_failed_or_decoy_get_penalty_regardless_of_speedup_spec_2_3_d3_d4():
+    correct = torch.tensor([False, True, True, False])
+    speedup = torch.tensor([5.0, 2.0, 2.0, math.nan])
+    coverage = torch.tensor([0.9, 0.9, 0.9, 0.9])
+    reward = profiling_reward(
+        correct,
+        speedup,
+        coverage,
+        failed=torch.tensor([False, True, False, False]),
+        decoy=torch.tensor([False, False, True, False]),
+    )
+    assert reward.tolist() == [0.0, 0.0, 0.0, 0.0]
+    penalised = profiling_reward(correct, speedup, coverage, failed=torch.tensor([0, 1, 0, 0]), penalty=-1.0)
+    assert penalised[1].item() == -1.0
+    assert penalised[0].item() == 0.0  # incorrect: no coverage, no speedup term
+
+
+def test_speedup_floor_and_recipe_range():
+    reward = profiling_reward(
+        torch.tensor([True, True]), torch.tensor([0.8, 100.0]), torch.tensor([0.0, 1.0]), speedup_floor=1.0
+    )
+    assert reward[0].item() == pytest.approx(0.5)  # 0.8 < floor 1.0 → s̃ = 0
+    assert reward[1].item() == pytest.approx(2.5)  # recipe maximum 0.5 + 1.5 + 0.5
+
+
+def test_prs_keep_probability_fixtures_spec_2_4_d1_d3():
+    correct = torch.tensor([True, True, True, True, True, False])
+    coverage = torch.tensor([0.35, 0.3, 0.2, 0.4, 0.9, 0.0])
+    prob = prs_keep_probability(coverage, correct)
+    torch.testing.assert_close(prob, torch.tensor([0.5, 0.0, 0.0, 1.0, 1.0, 1.0]), atol=1e-6, rtol=0)
+    hard = prs_keep_probability(coverage, correct, factor=0.0)
+    assert hard.tolist() == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    with_speedup = prs_keep_probability(
+        coverage, correct, speedup=torch.tensor([0.5, 2.0, 1.0, 1.0, 1.0, 1.0]), speedup_threshold=1.5
+    )
+    assert with_speedup[1].item() == 1.0 and with_speedup[2].item() == 0.0
+
+
+def test_prs_empirical_keep_rate_spec_2_4_d1():
+    """p = 0.5 over 10^5 draws: SE = 0.0016, the spec's ±0.005 is > 3 SE."""
+    prob = prs_keep_probability(torch.full((100_000,), 0.35), torch.ones(100_000, dtype=torch.bool))
+    keep = prs_sample(prob, generator=torch.Generator().manual_seed(0))
+    assert keep.float().mean().item() == pytest.approx(0.5, abs=0.005)
+
+
+def test_prs_geometric_mode_spec_2_4_d4():
+    coverage = torch.tensor([0.5, 0.2, 0.8, 0.9], dtype=torch.float64)
+    correct = torch.tensor([True, True, True, False])
+    traj = torch.tensor([0, 0, 1, 1])
+    prob = prs_keep_probability(coverage, correct, trajectory_ids=traj)
+    geo = math.sqrt(0.5 * 0.2)
+    assert geo == pytest.approx(0.3162, abs=1e-4)
+    assert prob[0].item() == pytest.approx((geo - 0.3) / 0.1) and prob[1].item() == prob[0].item()
+    assert prob[0].item() == pytest.approx(0.162, abs=1e-3)
+    assert prob[3].item() == 1.0  # incorrect turn always kept
+    # valid= excludes padding turns from the geometric mean
+    masked = prs_keep_probability(coverage, correct, trajectory_ids=traj, valid=torch.tensor([1, 0, 1, 1]))
+    assert masked[0].item() == pytest.approx(1.0)
+
+
+def test_prs_shared_draw_per_trajectory():
+    prob = torch.full((6,), 0.5)
+    traj = torch.tensor([0, 0, 0, 1, 1, 1])
+    for seed in range(20):
+        keep = prs_sample(prob, trajectory_ids=traj, generator=torch.Generator().manual_seed(seed))
+        assert keep[:3].unique().numel() == 1 and keep[3:].unique().numel() == 1
+    a = prs_sample(prob, generator=torch.Generator().manual_seed(3))
+    b = prs_sample(prob, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    assert prs_sample(torch.tensor([0.0, 1.0])).tolist() == [False, True]
+    with pytest.raises(ValueError, match="keep_probability"):
+        prs_sample(torch.tensor([1.5]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 16))
+def test_zero_variance_filter_matches_loop(seed, n):
+    gen = torch.Generator().manual_seed(seed)
+    scores = (torch.rand(n, generator=gen) < 0.5).double()
+    ids = torch.randint(0, 4, (n,), generator=gen)
+    truncated = torch.rand(n, generator=gen) < 0.3
+    keep = zero_variance_group_mask(scores, ids, truncated=truncated)
+    for i in range(n):
+        members = [j for j in range(n) if ids[j] == ids[i]]
+        values = [scores[j].item() for j in members]
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        all_trunc = all(truncated[j] for j in members)
+        assert keep[i].item() == (std >= 1e-3 and not all_trunc)
+
+
+def test_zero_variance_filter_drops_all_equal_and_singleton_groups():
+    scores = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.5])
+    ids = torch.tensor([0, 0, 1, 1, 2])
+    assert zero_variance_group_mask(scores, ids).tolist() == [False, False, True, True, False]

@@ -1,0 +1,159 @@
+"""Tests for tritongym.rl.trm: Trust Region Masking (rl-algorithms.md §4, checks 5–6, §12 gotcha 7)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tritongym.rl import (
+    aggregate_loss,
+    kl_estimate,
+    ln_trm_mask,
+    ln_trm_normaliser,
+    ser_mask,
+    trm_aggregate_loss,
+    trm_bounds,
+    trm_exact_mask,
+    trm_mask,
+)
+
+from .references import log_softmax_rows
+
+
+def _ell(values):
+    lp = torch.tensor([values], dtype=torch.float64)
+    return lp, torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+
+
+def test_trm_mask_fixture_spec_4_3_d2():
+    """ℓ = [0, 0.3, −0.4]: k2 = [0, .045, .08]; k3 mean 0.040060; SER 0.22651."""
+    lp, roll, mask = _ell([0.0, 0.3, -0.4])
+    assert not trm_mask(lp, roll, mask, max_k2=0.05, mean_k3=None).item()
+    assert trm_mask(lp, roll, mask, max_k2=0.1, mean_k3=None).item()
+    assert not trm_mask(lp, roll, mask, max_k2=None, mean_k3=0.001).item()
+    assert trm_mask(lp, roll, mask, max_k2=None, mean_k3=0.04007).item()
+    assert not trm_mask(lp, roll, mask, max_k2=None, mean_k3=0.04005).item()
+    assert not trm_mask(lp, roll, mask).item()  # defaults: both criteria
+    ser = (abs(math.exp(0.3) - 1) + abs(math.exp(-0.4) - 1)) / 3
+    assert ser == pytest.approx(0.22651, abs=1e-5)
+    assert ser_mask(lp, roll, mask, threshold=0.2266).item()
+    assert not ser_mask(lp, roll, mask, threshold=0.2264).item()
+
+
+def test_k2_symmetric_and_k3_asymmetric_spec_4_3_d4():
+    """k2(ρ) = k2(1/ρ); k3(0.01) ≈ 3.61 while k2(0.01) ≈ 10.6 (why k2 is used for the max)."""
+    for rho in (0.01, 0.5, 3.0):
+        up, roll, mask = _ell([math.log(rho)])
+        down, _, _ = _ell([-math.log(rho)])
+        k2 = 0.5 * math.log(rho) ** 2
+        for lp in (up, down):
+            assert trm_mask(lp, roll, mask, max_k2=k2 * 1.0001, mean_k3=None).item()
+            assert not trm_mask(lp, roll, mask, max_k2=k2 * 0.9999, mean_k3=None).item()
+    lp, roll, mask = _ell([math.log(0.01)])
+    assert 0.5 * math.log(0.01) ** 2 == pytest.approx(10.6, abs=0.01)
+    assert 0.01 - 1 - math.log(0.01) == pytest.approx(3.61, abs=0.01)
+    assert trm_mask(lp, roll, mask, max_k2=None, mean_k3=3.62).item()
+    assert not trm_mask(lp, roll, mask, max_k2=None, mean_k3=3.60).item()
+
+
+def test_k3_unbiased_k2_not_by_enumeration_check_5():
+    """E_{π_roll}[k3] = E_{π_roll}[k1] = KL(π_roll ‖ π_θ) exactly; E[k2] is not the KL."""
+    torch.manual_seed(5)
+    roll = torch.randn(30, dtype=torch.float64).log_softmax(0)
+    theta = (roll + torch.randn(30, dtype=torch.float64)).log_softmax(0)
+    kl = (roll.exp() * (roll - theta)).sum()
+    p = roll.exp()
+    for kind, unbiased in (("k1", True), ("k3", True), ("k2", False)):
+        expectation = (p * kl_estimate(roll, theta, kind)).sum()  # samples from π_roll, ref = π_θ
+        assert (abs(expectation.item() - kl.item()) < 1e-12) == unbiased, kind
+
+
+def test_bounds_table_check_6():
+    b = trm_bounds(4096, delta=1e-4, eps=5e-3, kl_seq=0.01, tv_seq=0.05)
+    assert b["classical"] == pytest.approx(1677.3, abs=0.1)
+    assert b["pm_kl"] == pytest.approx(34.95, abs=0.01)
+    assert b["pm_kl"] == pytest.approx(4 / 3 * 4096**1.5 * 1e-4, rel=2e-3)
+    assert b["pm_tv"] == pytest.approx(24.71, abs=0.01)
+    assert b["mix_kl"] == pytest.approx(8.192, abs=1e-3)
+    assert b["mix_tv"] == pytest.approx(4.096, abs=1e-3)
+    assert b["coupling"] == pytest.approx(79.9, abs=0.05)
+    assert b["unified"] == pytest.approx(4.096, abs=1e-3)
+
+
+def test_ln_trm_normaliser_fixture_spec_4_3_d1():
+    assert ln_trm_normaliser(4096, 1e-4).item() == pytest.approx(1235.53, abs=0.01)
+    assert ln_trm_normaliser(4, 0.5).item() == pytest.approx(2.07313, abs=1e-5)
+    torch.testing.assert_close(
+        ln_trm_normaliser(torch.tensor([4, 2]), 0.5),
+        torch.tensor(
+            [ln_trm_normaliser(4, 0.5).item(), ln_trm_normaliser(2, 0.5).item()], dtype=torch.float64
+        ),
+    )
+
+
+def test_ln_trm_mask_matches_formula():
+    lp, roll, mask = _ell([0.1, -0.2, 0.05, 0.3])
+    delta = 0.5
+    weights = [min(1.0, math.sqrt((4 - t) * delta / 2)) for t in range(1, 5)]
+    rho = [math.exp(v) for v in [0.1, -0.2, 0.05, 0.3]]
+    score = sum(abs(r - 1) * w for r, w in zip(rho, weights, strict=True)) / sum(weights)
+    assert ln_trm_mask(lp, roll, mask, delta=delta, threshold=score + 1e-9).item()
+    assert not ln_trm_mask(lp, roll, mask, delta=delta, threshold=score - 1e-9).item()
+
+
+def test_normalised_by_total_batch_not_kept_count_spec_4_3_d5_gotcha_7():
+    """2 of 4 sequences rejected → loss = (1/4)·Σ_accepted ℓ_i, half of the accepted-count normalisation."""
+    torch.manual_seed(0)
+    loss = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    keep = torch.tensor([True, False, True, False])
+    seq_sums = loss.detach().sum(-1)
+    out = trm_aggregate_loss(loss, mask, keep)
+    assert out.item() == pytest.approx((seq_sums[0] + seq_sums[2]).item() / 4)
+    naive = aggregate_loss(loss, mask & keep[:, None], "seq-mean-token-sum")
+    assert naive.item() == pytest.approx(2 * out.item())
+    (grad,) = torch.autograd.grad(out, loss)
+    assert (grad[~keep] == 0).all() and (grad[keep] == 0.25).all()
+    token_mean = trm_aggregate_loss(loss, mask, keep, "token-mean")
+    assert token_mean.item() == pytest.approx((seq_sums[0] + seq_sums[2]).item() / 20)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    chunk=st.integers(1, 7),
+    vchunk=st.one_of(st.none(), st.integers(1, 11)),
+    scale=st.sampled_from([0.01, 0.1, 1.0]),
+)
+def test_exact_trm_matches_brute_force_spec_4_3_d6(seed, chunk, vchunk, scale):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(3, 5, 20, generator=gen, dtype=torch.float64) * 2
+    rollout_logits = logits + torch.randn(3, 5, 20, generator=gen, dtype=torch.float64) * scale
+    mask = torch.rand(3, 5, generator=gen) < 0.8
+    lp_roll, lp = log_softmax_rows(rollout_logits), log_softmax_rows(logits)
+    kl = (lp_roll.exp() * (lp_roll - lp)).sum(-1)  # KL(π_roll ‖ π_train), brute force
+    max_kl = torch.where(mask, kl, 0.0).amax(-1)
+    for delta in (max_kl.median().item(), 1e-3, 0.05):
+        out = trm_exact_mask(
+            logits, rollout_logits, mask, delta=delta, chunk_size=chunk, vocab_chunk_size=vchunk
+        )
+        boundary = (max_kl - delta).abs() < 1e-10
+        assert torch.equal(out[~boundary], (max_kl <= delta)[~boundary])
+
+
+def test_pad_invariance_and_validation():
+    lp = torch.tensor([[0.01, -0.02, 5.0, math.nan]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0, 0]], dtype=torch.bool)
+    roll = torch.zeros_like(lp)
+    assert trm_mask(lp, roll, mask, max_k2=0.001, mean_k3=0.001).item()
+    assert trm_mask(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3)).all()  # empty rows kept
+    with pytest.raises(ValueError, match="max_k2"):
+        trm_mask(lp, roll, mask, max_k2=-1.0)
+    with pytest.raises(ValueError, match="rollout_log_probs"):
+        trm_mask(lp, roll[:, :2], mask)
+    with pytest.raises(ValueError, match="logits"):
+        trm_exact_mask(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3))
