@@ -193,9 +193,26 @@ def check_output_plain(evidence: CallEvidence) -> Violation | None:
     return None
 
 
+def check_no_background_thread(evidence: CallEvidence) -> Violation | None:
+    """The forward leaves no new Python thread running.
+
+    Defends against: returning a placeholder while a thread finishes the work later, outside
+    the timed or checked window (D2, C3).
+    How: ``threading.active_count()`` before and after the call.
+    Residual risk: native threads started through C extensions are not counted; the static gate
+    bans ``threading``, ``ctypes`` and friends, and outputs are read after a device-wide sync.
+    """
+    if evidence.threads_after > evidence.threads_before:
+        return Violation(ViolationCode.BACKGROUND_THREAD,
+                         f"the forward started {evidence.threads_after - evidence.threads_before} thread(s) that "
+                         "were still running when it returned; do all work inside the call")
+    return None
+
+
 def run_call_checks(evidence: CallEvidence, reference_ops: list[str]) -> list[Violation]:
     """All per-call checks, in a fixed order."""
     found = [
+        check_no_background_thread(evidence),
         check_triton_launched(evidence),
         check_output_from_kernel(evidence),
         check_no_pytorch_fallback(evidence, reference_ops),

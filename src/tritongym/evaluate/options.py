@@ -71,6 +71,17 @@ class EvalOptions:
         timing_rechecks: how many of the candidate's timed repetitions, chosen secretly after
             each has run, have their outputs compared with the reference.
         warmup_ms: time-based warm-up of each side before timing (and at least 3 calls).
+        input_families: perturbed input families tried after the `num_trials` trials on the
+            task's own inputs, one trial each (``negated``, ``scaled``, ``offset``; see
+            `families`); a family is skipped when the reference output is not finite on it.
+        trivial_margin: the candidate's relative L2 error must be at most this times that of
+            every trivial output (zeros, constants, passthrough); see `trivial`.
+        precision_policy: ``reject`` (a precision downgrade is a violation), ``report`` (a
+            notice only) or ``off`` (no float64 evaluation).
+        precision_factor: allowed ratio of the candidate's error to the float32 reference's
+            error, both against the float64 truth.
+        precision_floor: relative error always allowed on top (covers exact operations, whose
+            float32 reference error is 0).
         reward: weights of the reward terms.
         disabled_checks: violation codes reported as notices instead of failing the verdict.
     """
@@ -92,6 +103,11 @@ class EvalOptions:
     timing_blocks: int = 3
     timing_rechecks: int = 5
     warmup_ms: float = 25.0
+    input_families: tuple[str, ...] = ("negated", "scaled", "offset")
+    trivial_margin: float = 0.1
+    precision_policy: str = "reject"
+    precision_factor: float = 32.0
+    precision_floor: float = 1e-5
     reward: RewardConfig = field(default_factory=RewardConfig)
     disabled_checks: frozenset[str] = frozenset()
 
@@ -122,6 +138,18 @@ class EvalOptions:
             raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:
             raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
+        from tritongym.evaluate.families import PERTURBATION_FAMILIES
+
+        unknown = [f for f in self.input_families if f not in PERTURBATION_FAMILIES]
+        if unknown:
+            raise OptionsError(f"unknown input families {unknown}; choose from {', '.join(PERTURBATION_FAMILIES)}")
+        object.__setattr__(self, "input_families", tuple(self.input_families))
+        if self.precision_policy not in ("reject", "report", "off"):
+            raise OptionsError(f"precision_policy must be reject, report or off, got {self.precision_policy!r}")
+        for name in ("trivial_margin", "precision_factor", "precision_floor"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise OptionsError(f"{name} must be a finite number >= 0, got {value!r}")
         if not isinstance(self.reward, RewardConfig):
             raise OptionsError("reward must be a RewardConfig")
         object.__setattr__(self, "disabled_checks", frozenset(str(c) for c in self.disabled_checks))

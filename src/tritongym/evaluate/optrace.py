@@ -86,6 +86,12 @@ def is_compute(func: Any) -> bool:
 class OpTrace(TorchDispatchMode):
     """Counts every dispatched op while active; `compute_ops()` lists the arithmetic ones."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch otherwise wraps __torch_dispatch__ in torch._disable_dynamo, whose first call
+        # imports torch._dynamo: about 2 s in every worker. Nothing traced here is compiled.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()

@@ -33,10 +33,12 @@ from typing import Any
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, ProblemError, SolutionError
-from tritongym.evaluate import checks
+from tritongym.evaluate import checks, trivial
 from tritongym.evaluate.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluate.compare import compare_outputs
 from tritongym.evaluate.options import EvalOptions
+from tritongym.evaluate.families import FAMILY_TASK
+from tritongym.evaluate.reference import ReferenceRunner, ReferenceTrial
 from tritongym.evaluate.result import (
     EvalResult,
     KernelLaunches,
@@ -52,9 +54,6 @@ from tritongym.evaluate.reward import compute_reward
 from tritongym.evaluate.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
 from tritongym.evaluate.static import inspect_source
 from tritongym.tasks.problem import Problem, normalized_source_hash
-
-#: The family name of the task's own `get_inputs()` distribution.
-FAMILY_TASK = "get_inputs"
 
 
 class CandidateFailed(Exception):
@@ -152,6 +151,7 @@ class _Evaluation:
     reference_ops: list[str] = field(default_factory=list)
     launches: dict[tuple[str, bool], list[Any]] = field(default_factory=dict)
     timing: TimingReport | None = None
+    baselines: trivial.TrivialBaselines = field(default_factory=trivial.TrivialBaselines)
     seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
 
     # -- helpers --------------------------------------------------------------------------
@@ -177,46 +177,33 @@ class _Evaluation:
             raise ProtocolError(f"expected a {kind!r} reply during {phase}, got {message.kind!r}")
         return message.payload
 
-    def _reference(self, reference: _Worker, kind: str, payload: Any, expect: str) -> dict[str, Any]:
-        try:
-            message = reference.request(kind, payload)
-        except TimeoutError as exc:
-            raise ProblemError(
-                f"problem {self.problem.problem_id}: the reference took longer than "
-                f"{self.options.reference_timeout:g} s ({kind}); the task may be too large for this "
-                "device: raise reference_timeout or shrink it"
-            ) from exc
-        except (ChannelClosed, ProtocolError) as exc:
-            raise ProblemError(
-                f"problem {self.problem.problem_id}: the reference worker died during {kind} "
-                f"({reference.process.exit_description()}): {exc}\n{reference.process.log_tail(2000)}"
-            ) from exc
-        if message.kind == "error":
-            detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
-            raise ProblemError(f"problem {self.problem.problem_id}: the reference failed during {kind}:\n{detail}")
-        if message.kind != expect or not isinstance(message.payload, dict):
-            raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
-        return message.payload
-
     # -- phases ---------------------------------------------------------------------------
-    def run_trials(self, reference: _Worker, candidate: _Worker, weight_seed: int) -> None:
-        ready = self._reference(reference, "setup", {"weight_seed": weight_seed}, "ready")
+    def run_trials(self, reference: ReferenceRunner, candidate: _Worker, weight_seed: int) -> None:
+        init_inputs = reference.setup(weight_seed)
         phase = "import"
         try:
             self._expect(candidate.receive(), "ready", phase)
             phase = "build"
-            self._expect(candidate.request("build", {"init_inputs": ready["init_inputs"],
+            self._expect(candidate.request("build", {"init_inputs": init_inputs,
                                                      "weight_seed": weight_seed}), "built", phase)
-            for index in range(self.options.num_trials):
-                phase = f"trial {index}"
-                trial = self._reference(reference, "trial", {"seed": self.seed_source()}, "trial")
-                self.reference_ops = list(trial["compute_ops"])
+            plan = [FAMILY_TASK] * self.options.num_trials + list(self.options.input_families)
+            want_truth = self.options.precision_policy != "off"
+            for index, family in enumerate(plan):
+                phase = f"trial {index} ({family})"
+                trial = reference.trial(self.seed_source(), family, truth=want_truth)
+                if family == FAMILY_TASK:
+                    self.reference_ops = trial.compute_ops
+                elif not trial.finite:
+                    self.notices.append(Notice(NoticeCode.FAMILY_SKIPPED,
+                                               f"input family {family!r} skipped: the reference output is not "
+                                               "finite on it"))
+                    continue
                 nonce = secrets.token_hex(8)
-                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial["inputs"]}),
+                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs}),
                                      "called", f"{phase} (forward)")
                 if reply.get("nonce") != nonce:
                     raise ProtocolError("the reply answers another request (nonce mismatch)")
-                self.record_call(index, FAMILY_TASK, trial["expected"], reply)
+                self.record_call(index, trial, reply)
         except TimeoutError as exc:
             raise CandidateFailed(
                 Status.TIMEOUT,
@@ -228,12 +215,12 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
-    def run_timing(self, reference: _Worker, candidate: _Worker) -> None:
+    def run_timing(self, reference: ReferenceRunner, candidate: _Worker) -> None:
         """Time reference and candidate in interleaved blocks; recheck secret timed outputs."""
         options = self.options
         phase = "timing warm-up"
         try:
-            ref_ready = self._reference(reference, "time_start", {"warmup_ms": options.warmup_ms}, "time_ready")
+            ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms}, "time_ready")
             self._expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
             reps = options.timing_reps
             block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
@@ -244,8 +231,8 @@ class _Evaluation:
             for block, size in enumerate(block_sizes):
                 phase = f"timing block {block}"
                 for _ in range(size):
-                    done = self._reference(reference, "rep", {"seed": self.seed_source()}, "rep_done")
-                    self._reference(reference, "drop", {}, "dropped")
+                    done = reference.request("rep", {"seed": self.seed_source()}, "rep_done")
+                    reference.request("drop", {}, "dropped")
                     samples["ref"].append(float(done["ms"]))
                     samples["ref_host"].append(float(done["host_ms"]))
                 for _ in range(size):
@@ -262,7 +249,7 @@ class _Evaluation:
                     samples["cand_host"].append(float(host_ms))
                     if rep_index in rechecked:
                         kept = self._expect(candidate.request("keep", {}), "output", phase)
-                        expected = self._reference(reference, "expected_for", {"seed": seed}, "expected")
+                        expected = reference.request("expected_for", {"seed": seed}, "expected")
                         comparison = compare_outputs(expected["expected"], kept.get("outputs"),
                                                      self.options.tolerance_for)
                         if not comparison.passed:
@@ -293,14 +280,38 @@ class _Evaluation:
             meaningful=meaningful,
         )
 
-    def record_call(self, index: int, family: str, expected: Any, reply: dict[str, Any]) -> None:
+    def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
-        comparison = compare_outputs(expected, reply.get("outputs"), self.options.tolerance_for)
+        outputs = reply.get("outputs")
+        comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)
         self.trials.append(TrialReport(
-            index=index, family=family, passed=comparison.passed,
+            index=index, family=trial.family, passed=comparison.passed,
             max_abs_error=comparison.max_abs_error, max_rel_error=comparison.max_rel_error,
             mismatch_fraction=comparison.mismatch_fraction, message=comparison.message,
         ))
+        expected_leaves = trivial.float_leaves(trial.expected)
+        if comparison.passed:
+            previous = self.baselines.previous_mean(trial.family, [e.shape for e in expected_leaves])
+            violation = trivial.check_beats_trivial(trial.expected, outputs, trial.inputs, previous,
+                                                    self.options.trivial_margin)
+            if violation is not None:
+                self.add_violation(violation)
+            if self.options.precision_policy != "off":
+                if trial.truth is None:
+                    notice = Notice(NoticeCode.PRECISION_UNCHECKED,
+                                    "the reference could not be evaluated in float64; precision not checked")
+                    if notice not in self.notices:
+                        self.notices.append(notice)
+                else:
+                    violation = trivial.check_precision(trial.expected, outputs, trial.truth,
+                                                        self.options.precision_factor, self.options.precision_floor)
+                    if violation is not None and self.options.precision_policy == "reject":
+                        self.add_violation(violation)
+                    elif violation is not None:
+                        notice = Notice(NoticeCode.CHECK_DISABLED, f"[{violation.code}] {violation.message}")
+                        if notice not in self.notices:
+                            self.notices.append(notice)
+        self.baselines.add(trial.family, expected_leaves)
         for op in evidence.compute_ops:
             self.candidate_ops.setdefault(op, None)
         for launch in evidence.launches:
@@ -446,7 +457,6 @@ def evaluate(
         # The candidate worker reads the problem only to make timing inputs; the reference
         # worker reads its own copy, outside the candidate's reach.
         (job / "problem.py").write_text(problem.source, encoding="utf-8")
-        (private / "problem.py").write_text(problem.source, encoding="utf-8")
         interpret = device == "cpu"
         candidate_limits = ResourceLimits(memory_bytes=int(options.memory_limit_gb * (1 << 30)),
                                           max_processes=options.max_processes)
@@ -454,10 +464,7 @@ def evaluate(
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, role="candidate", budget=_Budget(options.timeout),
                            problem_path=job / "problem.py")
-        reference = _spawn("tritongym.evaluate.reference_worker", private / "problem.py", device=device,
-                           mode="none", job_dir=private, log=private / "reference.log",
-                           limits=ResourceLimits(memory_bytes=None, max_processes=None),
-                           interpret=interpret, role="reference", budget=_Budget(options.reference_timeout))
+        reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
             passed = not evaluation.violations and all(t.passed for t in evaluation.trials)
@@ -468,12 +475,13 @@ def evaluate(
             failure = exc
         return evaluation.finish(failure, candidate.process, started)
     finally:
-        for worker in (candidate, reference):
-            if worker is not None:
-                try:
-                    worker.channel.send("exit")
-                except OSError:
-                    pass
-                worker.process.kill()
-                worker.channel.close()
+        if candidate is not None:
+            try:
+                candidate.channel.send("exit")
+            except OSError:
+                pass
+            candidate.process.kill()
+            candidate.channel.close()
+        if reference is not None:
+            reference.close()
         shutil.rmtree(private, ignore_errors=True)

@@ -7,19 +7,24 @@ compares in the parent. It runs the problem's code, so a broken problem fails he
 `ProblemError` in the parent, never a verdict against a candidate.
 
 Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs}``;
-``trial {seed}`` → ``trial {inputs, expected, compute_ops}``; ``expected_for {seed}`` →
+``trial {seed, family, truth}`` → ``trial {inputs, expected, compute_ops, finite, truth}``
+(``truth`` is the float64 evaluation of the same inputs, for the precision check, or None
+when asked not to or when the model cannot run in float64); ``expected_for {seed}`` →
 ``expected {expected}`` (the output for the timing inputs of that seed, to recheck a timed
 candidate output); the timing requests of `timing.TimingSession`; ``exit``.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
+from typing import Any
 
 import torch
 
 from tritongym.evaluate import worker_common as common
 from tritongym.evaluate.channel import Channel
+from tritongym.evaluate.families import all_finite, perturb
 from tritongym.evaluate.optrace import OpTrace
 from tritongym.evaluate.timing import TimingSession, timing_inputs
 
@@ -31,6 +36,8 @@ class ReferenceWorker:
         self.device = device
         self.module = None
         self.model = None
+        self.model64: torch.nn.Module | None = None
+        self.model64_error: str | None = None
         self.timing: TimingSession | None = None
 
     def setup(self, weight_seed: int) -> None:
@@ -43,21 +50,43 @@ class ReferenceWorker:
         self.model = model.to(self.device)
         self.channel.send("ready", {"init_inputs": init_inputs})
 
-    def trial(self, seed: int) -> None:
+    def trial(self, seed: int, family: str, want_truth: bool) -> None:
         common.seed_everything(seed)
         inputs = self.module.get_inputs()
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"get_inputs() must return a list, got {type(inputs).__name__}")
+        inputs = perturb(list(inputs), family, seed)
         # The model gets its own copies: a reference that writes into its inputs must not
         # change what the candidate receives.
-        device_inputs = common.to_device(list(inputs), self.device, copy=True)
+        device_inputs = common.to_device(inputs, self.device, copy=True)
         trace = OpTrace()
         with torch.no_grad(), trace:
             expected = self.model(*device_inputs)
         common.synchronize(self.device)
-        self.channel.send(
-            "trial", {"inputs": list(inputs), "expected": expected, "compute_ops": trace.compute_ops()}
-        )
+        finite = all_finite(expected)
+        truth = self.truth(inputs) if want_truth and finite else None
+        self.channel.send("trial", {
+            "inputs": inputs, "expected": expected, "compute_ops": trace.compute_ops(),
+            "finite": finite, "truth": truth,
+        })
+
+    def truth(self, inputs: list[Any]) -> Any:
+        """The float64 output on the same inputs (None if the model cannot run in float64)."""
+        if self.model64_error is not None:
+            return None
+        try:
+            if self.model64 is None:
+                self.model64 = copy.deepcopy(self.model).double()
+            as64 = [
+                t.to(self.device, dtype=torch.float64) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+                else common.to_device(t, self.device, copy=True)
+                for t in inputs
+            ]
+            with torch.no_grad():
+                return self.model64(*as64)
+        except Exception as exc:  # noqa: BLE001 - some models pin float32 internally
+            self.model64_error = f"{type(exc).__name__}: {exc}"
+            return None
 
     def expected_for(self, seed: int) -> None:
         inputs = timing_inputs(self.module, seed, self.device)
@@ -73,7 +102,9 @@ class ReferenceWorker:
                 if message.kind == "setup":
                     self.setup(int(message.payload["weight_seed"]))
                 elif message.kind == "trial":
-                    self.trial(int(message.payload["seed"]))
+                    payload = message.payload
+                    self.trial(int(payload["seed"]), str(payload.get("family", "get_inputs")),
+                               bool(payload.get("truth", False)))
                 elif message.kind == "expected_for":
                     self.expected_for(int(message.payload["seed"]))
                 elif message.kind == "time_start":

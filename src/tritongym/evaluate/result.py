@@ -42,6 +42,9 @@ class ViolationCode(_StrEnum):
     INPUT_MUTATION = "input_mutation"  # the forward changed an input tensor
     OUTPUT_ALIASES_INPUT = "output_aliases_input"  # an output shares storage with an input or a parameter
     OUTPUT_NOT_PLAIN_TENSOR = "output_not_plain_tensor"  # an output is a Tensor subclass or carries instance attributes
+    TRIVIAL_OUTPUT = "trivial_output"  # the output is no closer to the reference than zeros, a constant or an input
+    PRECISION_DOWNGRADE = "precision_downgrade"  # far less accurate than float32 against a float64 truth
+    BACKGROUND_THREAD = "background_thread"  # the forward left a new thread running
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"  # an output of a timed call did not match the reference
     IMPLAUSIBLE_TIMING = "implausible_timing"  # a reported time is not a positive finite number
 
@@ -54,6 +57,8 @@ class NoticeCode(_StrEnum):
     SANDBOX_DISABLED = "sandbox_disabled"  # the candidate ran without the OS sandbox
     CHECK_DISABLED = "check_disabled"  # a violation was found by a check the caller turned off
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
+    FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
+    PRECISION_UNCHECKED = "precision_unchecked"  # the model could not run in float64; no precision check
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,127 @@
+"""`ReferenceRunner`: a problem's reference model in a worker process of its own.
+
+The parent uses it for expected outputs; the task audit uses it to study problems. The problem's
+code runs only in the worker, so a problem that crashes, hangs or exhausts memory fails there and
+surfaces as `ProblemError`, never in the caller's process.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritongym.errors import EvaluatorError, ProblemError
+from tritongym.evaluate.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluate.families import FAMILY_TASK
+from tritongym.evaluate.sandbox import ResourceLimits, WorkerProcess, spawn_worker
+from tritongym.tasks.problem import Problem
+
+
+@dataclass
+class ReferenceTrial:
+    """One trial computed by the reference: its inputs and outputs (CPU tensors)."""
+
+    family: str
+    inputs: list[Any]
+    expected: Any
+    compute_ops: list[str]
+    finite: bool
+    truth: Any = None
+
+
+class ReferenceRunner:
+    """Runs `problem`'s `Model` in a dedicated, spawned worker process.
+
+    Args:
+        problem: the problem to run.
+        device: ``cpu`` or ``cuda``.
+        timeout: seconds each request may take before the problem is declared too slow.
+        memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
+
+    Use as a context manager, or call `close()`.
+    """
+
+    def __init__(self, problem: Problem, device: str = "cpu", timeout: float = 600.0,
+                 memory_limit_bytes: int | None = None) -> None:
+        self.problem = problem
+        self.device = device
+        self.timeout = timeout
+        self._dir = Path(tempfile.mkdtemp(prefix="tritongym-ref-"))
+        source = self._dir / "problem.py"
+        source.write_text(problem.source, encoding="utf-8")
+        parent_end, child_end = socket.socketpair()
+        try:
+            self.process: WorkerProcess = spawn_worker(
+                "tritongym.evaluate.reference_worker", str(source), device=device, mode="none",
+                job_dir=self._dir, log_path=self._dir / "reference.log", channel_fd=child_end.fileno(),
+                token=secrets.token_hex(12), limits=ResourceLimits(memory_bytes=memory_limit_bytes,
+                                                                   max_processes=None),
+                interpret=device == "cpu",
+            )
+        except BaseException:
+            parent_end.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        finally:
+            child_end.close()
+        self.channel = Channel(parent_end)
+        self.seconds_spent = 0.0
+
+    def __enter__(self) -> ReferenceRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.channel.send("exit")
+        except OSError:
+            pass
+        self.process.kill()
+        self.channel.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def request(self, kind: str, payload: Any, expect: str) -> dict[str, Any]:
+        """One request/reply; the problem's own failures become `ProblemError`."""
+        name = self.problem.problem_id
+        started = time.monotonic()
+        try:
+            self.channel.send(kind, payload)
+            message: Message = self.channel.recv(timeout=self.timeout)
+        except TimeoutError as exc:
+            raise ProblemError(
+                f"problem {name}: the reference took longer than {self.timeout:g} s ({kind}); the task may be "
+                "too large for this device: raise reference_timeout or shrink it"
+            ) from exc
+        except (ChannelClosed, ProtocolError, OSError) as exc:
+            reason = self.process.wait_exit(grace=2.0)
+            raise ProblemError(
+                f"problem {name}: the reference worker died during {kind} ({reason}): {exc}\n"
+                f"{self.process.log_tail(2000)}"
+            ) from exc
+        finally:
+            self.seconds_spent += time.monotonic() - started
+        if message.kind == "error":
+            detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
+            raise ProblemError(f"problem {name}: the reference failed during {kind}:\n{detail}")
+        if message.kind != expect or not isinstance(message.payload, dict):
+            raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
+        return message.payload
+
+    def setup(self, weight_seed: int) -> Any:
+        """Build `Model` under `weight_seed`; returns ``get_init_inputs()`` (drawn under the same seed)."""
+        return self.request("setup", {"weight_seed": weight_seed}, "ready")["init_inputs"]
+
+    def trial(self, seed: int, family: str = FAMILY_TASK, truth: bool = False) -> ReferenceTrial:
+        """Inputs from `seed` (perturbed by `family`) and the reference's outputs on them."""
+        reply = self.request("trial", {"seed": seed, "family": family, "truth": truth}, "trial")
+        return ReferenceTrial(family=family, inputs=list(reply["inputs"]), expected=reply["expected"],
+                              compute_ops=list(reply["compute_ops"]), finite=bool(reply["finite"]),
+                              truth=reply.get("truth"))
