@@ -15,7 +15,7 @@ from tritongym.errors import (
     SolutionError,
     TritongymError,
 )
-from tritongym.evaluate import (
+from tritongym.evaluator import (
     EvalOptions,
     EvalResult,
     RewardConfig,

@@ -44,7 +44,7 @@ def _add_eval_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _options_from(args: argparse.Namespace):
-    from tritongym.evaluate import EvalOptions
+    from tritongym.evaluator import EvalOptions
 
     return EvalOptions(device=args.device, timeout=args.timeout, num_trials=args.trials,
                        tolerance=args.tolerance, atol=args.atol, rtol=args.rtol, sandbox=args.sandbox,
@@ -52,7 +52,7 @@ def _options_from(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from tritongym.evaluate import evaluate
+    from tritongym.evaluator import evaluate
 
     for label, path in (("problem", args.problem), ("solution", args.solution)):
         if not Path(path).is_file():
@@ -64,7 +64,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tritongym.evaluate import evaluate
+    from tritongym.evaluator import evaluate
     from tritongym.tasks import load_problems
 
     problems = load_problems(args.problems, levels=args.level)
@@ -137,7 +137,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     import triton
 
     from tritongym import __version__
-    from tritongym.evaluate.sandbox import bwrap_problem
+    from tritongym.evaluator.sandbox import bwrap_problem
 
     problem = bwrap_problem()
     info = {

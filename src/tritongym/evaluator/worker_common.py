@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate.channel import Channel
+from tritongym.evaluator.channel import Channel
 
 #: Longest error text a worker sends back (the parent trims again).
 MAX_ERROR_CHARS = 4000

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate.options import Tolerance
+from tritongym.evaluator.options import Tolerance
 
 
 @dataclass(frozen=True)

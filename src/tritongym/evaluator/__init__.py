@@ -3,9 +3,9 @@
 Imports only the standard library, torch, triton and numpy (the workers import less).
 """
 
-from tritongym.evaluate.options import TOLERANCE_PRESETS, EvalOptions, Tolerance
-from tritongym.evaluate.parent import evaluate
-from tritongym.evaluate.result import (
+from tritongym.evaluator.options import TOLERANCE_PRESETS, EvalOptions, Tolerance
+from tritongym.evaluator.parent import evaluate
+from tritongym.evaluator.result import (
     EvalResult,
     KernelLaunches,
     Notice,
@@ -16,7 +16,7 @@ from tritongym.evaluate.result import (
     Violation,
     ViolationCode,
 )
-from tritongym.evaluate.reward import RewardConfig, compute_reward
+from tritongym.evaluator.reward import RewardConfig, compute_reward
 
 __all__ = [
     "TOLERANCE_PRESETS",

@@ -33,13 +33,13 @@ from typing import Any
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, ProblemError, SolutionError
-from tritongym.evaluate import checks, trivial
-from tritongym.evaluate.channel import Channel, ChannelClosed, Message, ProtocolError
-from tritongym.evaluate.compare import compare_outputs
-from tritongym.evaluate.options import EvalOptions
-from tritongym.evaluate.families import FAMILY_TASK
-from tritongym.evaluate.reference import ReferenceRunner, ReferenceTrial
-from tritongym.evaluate.result import (
+from tritongym.evaluator import checks, trivial
+from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.compare import compare_outputs
+from tritongym.evaluator.options import EvalOptions
+from tritongym.evaluator.families import FAMILY_TASK
+from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
+from tritongym.evaluator.result import (
     EvalResult,
     KernelLaunches,
     Notice,
@@ -50,9 +50,9 @@ from tritongym.evaluate.result import (
     Violation,
     ViolationCode,
 )
-from tritongym.evaluate.reward import compute_reward
-from tritongym.evaluate.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
-from tritongym.evaluate.static import inspect_source
+from tritongym.evaluator.reward import compute_reward
+from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
+from tritongym.evaluator.static import inspect_source
 from tritongym.tasks.problem import Problem, normalized_source_hash
 
 
@@ -460,7 +460,7 @@ def evaluate(
         interpret = device == "cpu"
         candidate_limits = ResourceLimits(memory_bytes=int(options.memory_limit_gb * (1 << 30)),
                                           max_processes=options.max_processes)
-        candidate = _spawn("tritongym.evaluate.candidate_worker", job / "candidate.py", device=device,
+        candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, role="candidate", budget=_Budget(options.timeout),
                            problem_path=job / "problem.py")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from tritongym.errors import OptionsError
-from tritongym.evaluate.reward import RewardConfig
-from tritongym.evaluate.sandbox import SANDBOX_MODES
+from tritongym.evaluator.reward import RewardConfig
+from tritongym.evaluator.sandbox import SANDBOX_MODES
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class EvalOptions:
             raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:
             raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
-        from tritongym.evaluate.families import PERTURBATION_FAMILIES
+        from tritongym.evaluator.families import PERTURBATION_FAMILIES
 
         unknown = [f for f in self.input_families if f not in PERTURBATION_FAMILIES]
         if unknown:

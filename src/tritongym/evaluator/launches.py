@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate.optrace import storage_span, untraced
+from tritongym.evaluator.optrace import storage_span, untraced
 
 
 @dataclass

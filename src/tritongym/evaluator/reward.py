@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from tritongym.errors import OptionsError
-from tritongym.evaluate.result import EvalResult, Status
+from tritongym.evaluator.result import EvalResult, Status
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate import worker_common as common
-from tritongym.evaluate.channel import Channel
-from tritongym.evaluate.launches import LaunchRecorder
-from tritongym.evaluate.optrace import OpTrace, storage_span
-from tritongym.evaluate.timing import TimingSession
+from tritongym.evaluator import worker_common as common
+from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.launches import LaunchRecorder
+from tritongym.evaluator.optrace import OpTrace, storage_span
+from tritongym.evaluator.timing import TimingSession
 
 
 def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:

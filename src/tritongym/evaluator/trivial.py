@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate.result import Violation, ViolationCode
+from tritongym.evaluator.result import Violation, ViolationCode
 
 
 def float_leaves(value: Any) -> list[torch.Tensor]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritongym.evaluate.channel import ProtocolError
-from tritongym.evaluate.optrace import canonical_op, covers_reference
-from tritongym.evaluate.result import Violation, ViolationCode
+from tritongym.evaluator.channel import ProtocolError
+from tritongym.evaluator.optrace import canonical_op, covers_reference
+from tritongym.evaluator.result import Violation, ViolationCode
 
 
 @dataclass(frozen=True)

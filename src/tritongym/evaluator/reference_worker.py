@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate import worker_common as common
-from tritongym.evaluate.channel import Channel
-from tritongym.evaluate.families import all_finite, perturb
-from tritongym.evaluate.optrace import OpTrace
-from tritongym.evaluate.timing import TimingSession, timing_inputs
+from tritongym.evaluator import worker_common as common
+from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.families import all_finite, perturb
+from tritongym.evaluator.optrace import OpTrace
+from tritongym.evaluator.timing import TimingSession, timing_inputs
 
 
 class ReferenceWorker:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from tritongym.errors import EvaluatorError, ProblemError
-from tritongym.evaluate.channel import Channel, ChannelClosed, Message, ProtocolError
-from tritongym.evaluate.families import FAMILY_TASK
-from tritongym.evaluate.sandbox import ResourceLimits, WorkerProcess, spawn_worker
+from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.families import FAMILY_TASK
+from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, spawn_worker
 from tritongym.tasks.problem import Problem
 
 
@@ -58,7 +58,7 @@ class ReferenceRunner:
         parent_end, child_end = socket.socketpair()
         try:
             self.process: WorkerProcess = spawn_worker(
-                "tritongym.evaluate.reference_worker", str(source), device=device, mode="none",
+                "tritongym.evaluator.reference_worker", str(source), device=device, mode="none",
                 job_dir=self._dir, log_path=self._dir / "reference.log", channel_fd=child_end.fileno(),
                 token=secrets.token_hex(12), limits=ResourceLimits(memory_bytes=memory_limit_bytes,
                                                                    max_processes=None),

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluate import worker_common as common
+from tritongym.evaluator import worker_common as common
 
 #: Smallest L2 flush buffer (bytes); KernelBench and Triton's do_bench use 256 MB.
 MIN_FLUSH_BYTES = 256 << 20
