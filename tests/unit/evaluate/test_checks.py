@@ -1,0 +1,233 @@
+"""Tests for tritongym.evaluator.checks on hand-built `CallEvidence`, and strict evidence parsing."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tritongym.evaluator import checks
+from tritongym.evaluator.channel import ProtocolError
+from tritongym.evaluator.checks import CallEvidence, LaunchEvidence, OutputEvidence
+from tritongym.evaluator.result import Violation, ViolationCode
+
+
+def evidence_dict(**overrides) -> dict:
+    """The JSON an honest worker sends for one call: one candidate launch, one fresh output."""
+    data = {
+        "launches": [{"kernel": "relu_kernel", "candidate": True, "grid": "(4,)"}],
+        "compute_ops": [],
+        "outputs": [{"plain": True, "from_kernel": True, "aliases": None}],
+        "mutated_inputs": [],
+        "threads_before": 1,
+        "threads_after": 1,
+    }
+    data.update(overrides)
+    return data
+
+
+def honest(**overrides) -> CallEvidence:
+    return CallEvidence.parse(evidence_dict(**overrides))
+
+
+def codes(violations: list[Violation]) -> list[str]:
+    return [str(v.code) for v in violations]
+
+
+# -- parsing ------------------------------------------------------------------------------------------------
+
+
+def test_parse_builds_typed_evidence():
+    evidence = CallEvidence.parse(evidence_dict(
+        launches=[{"kernel": "k1", "candidate": True, "grid": "(2, 1)"},
+                  {"kernel": "lib", "candidate": False, "grid": "<callable>"}],
+        compute_ops=["aten::mul"],
+        outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}],
+        mutated_inputs=[0, 2],
+        threads_before=1, threads_after=3,
+    ))
+    assert evidence.launches == (LaunchEvidence("k1", True, "(2, 1)"), LaunchEvidence("lib", False, "<callable>"))
+    assert evidence.compute_ops == ("aten::mul",)
+    assert evidence.outputs == (OutputEvidence(plain=False, from_kernel=False, aliases="input"),)
+    assert evidence.mutated_inputs == (0, 2)
+    assert (evidence.threads_before, evidence.threads_after) == (1, 3)
+
+
+def test_parse_truncates_long_strings():
+    evidence = honest(compute_ops=["aten::" + "x" * 5000])
+    assert len(evidence.compute_ops[0]) == 500
+
+
+def _without(key):
+    data = evidence_dict()
+    del data[key]
+    return data
+
+
+def _launch(**item):
+    return evidence_dict(launches=[{"kernel": "k", "candidate": True, "grid": "(1,)", **item}])
+
+
+def _output(**item):
+    return evidence_dict(outputs=[{"plain": True, "from_kernel": True, "aliases": None, **item}])
+
+
+MALFORMED = {
+    "none": None,
+    "string": "all good",
+    "list": [evidence_dict()],
+    "missing-launches": _without("launches"),
+    "missing-outputs": _without("outputs"),
+    "missing-compute-ops": _without("compute_ops"),
+    "missing-mutated-inputs": _without("mutated_inputs"),
+    "missing-threads": _without("threads_after"),
+    "launches-not-list": evidence_dict(launches={"kernel": "k"}),
+    "launch-not-dict": evidence_dict(launches=["relu_kernel"]),
+    "launch-missing-candidate": evidence_dict(launches=[{"kernel": "k", "grid": "(1,)"}]),
+    "candidate-as-int": _launch(candidate=1),
+    "candidate-as-string": _launch(candidate="true"),
+    "kernel-not-string": _launch(kernel=7),
+    "grid-as-list": _launch(grid=[1, 1]),
+    "plain-as-int": _output(plain=1),
+    "from-kernel-as-none": _output(from_kernel=None),
+    "aliases-as-bool": _output(aliases=False),
+    "output-missing-aliases": evidence_dict(outputs=[{"plain": True, "from_kernel": True}]),
+    "compute-op-not-string": evidence_dict(compute_ops=[None]),
+    "mutated-as-bool": evidence_dict(mutated_inputs=[True]),
+    "mutated-as-float": evidence_dict(mutated_inputs=[0.0]),
+    "threads-as-string": evidence_dict(threads_before="1"),
+    "threads-as-bool": evidence_dict(threads_after=False),
+}
+
+
+@pytest.mark.parametrize("data", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_evidence_is_a_protocol_error(data):
+    with pytest.raises(ProtocolError, match="malformed call evidence"):
+        CallEvidence.parse(copy.deepcopy(data))
+
+
+# -- the individual checks ------------------------------------------------------------------------------------
+
+
+def test_honest_evidence_passes_every_check():
+    assert checks.run_call_checks(honest(), ["aten::relu"]) == []
+
+
+def test_no_launch_at_all():
+    violation = checks.check_triton_launched(honest(launches=[]))
+    assert violation.code == ViolationCode.NO_TRITON_LAUNCH
+    assert "launched no Triton kernel defined in the solution" in violation.message
+    assert "defined elsewhere" not in violation.message
+
+
+def test_only_foreign_kernels_launched_are_named():
+    evidence = honest(launches=[{"kernel": "lib_b", "candidate": False, "grid": "(1,)"},
+                                {"kernel": "lib_a", "candidate": False, "grid": "(1,)"},
+                                {"kernel": "lib_a", "candidate": False, "grid": "(2,)"}])
+    violation = checks.check_triton_launched(evidence)
+    assert violation.code == ViolationCode.NO_TRITON_LAUNCH
+    assert "kernels defined elsewhere: lib_a, lib_b" in violation.message
+
+
+def test_one_own_launch_among_foreign_ones_is_enough():
+    evidence = honest(launches=[{"kernel": "lib", "candidate": False, "grid": "(1,)"},
+                                {"kernel": "mine", "candidate": True, "grid": "(1,)"}])
+    assert checks.check_triton_launched(evidence) is None
+
+
+def test_output_not_from_kernel_names_the_output():
+    evidence = honest(outputs=[{"plain": True, "from_kernel": True, "aliases": None},
+                               {"plain": True, "from_kernel": False, "aliases": None}])
+    violation = checks.check_output_from_kernel(evidence)
+    assert violation.code == ViolationCode.OUTPUT_NOT_FROM_KERNEL
+    assert violation.message.startswith("output 1 was not written")
+
+
+def test_no_outputs_means_nothing_to_prove():
+    assert checks.check_output_from_kernel(honest(outputs=[])) is None
+
+
+@pytest.mark.parametrize(
+    ("candidate_ops", "reference_ops", "fallback"),
+    [
+        (["aten::relu"], ["aten::relu"], True),
+        (["aten::relu_"], ["aten::relu"], True),
+        (["aten::mm", "aten::add"], ["aten::addmm"], True),
+        (["aten::mul"], ["aten::relu"], False),
+        ([], ["aten::relu"], False),
+        (["aten::mm"], ["aten::addmm", "aten::gelu"], False),
+        (["aten::relu"], [], False),
+    ],
+)
+def test_pytorch_fallback(candidate_ops, reference_ops, fallback):
+    violation = checks.check_no_pytorch_fallback(honest(compute_ops=candidate_ops), reference_ops)
+    assert (violation is not None) is fallback
+    if fallback:
+        assert violation.code == ViolationCode.PYTORCH_FALLBACK
+        assert "ran every compute op of the reference in PyTorch" in violation.message
+
+
+def test_fallback_message_lists_the_canonical_reference_ops():
+    violation = checks.check_no_pytorch_fallback(honest(compute_ops=["aten::mm", "aten::relu_"]),
+                                                 ["aten::addmm", "aten::relu"])
+    assert "(aten::matmul, aten::relu)" in violation.message
+
+
+def test_input_mutation_lists_the_inputs():
+    violation = checks.check_inputs_unchanged(honest(mutated_inputs=[0, 2]))
+    assert violation.code == ViolationCode.INPUT_MUTATION
+    assert "modified input tensor(s) 0, 2" in violation.message
+    assert checks.check_inputs_unchanged(honest()) is None
+
+
+@pytest.mark.parametrize("what", ["input", "parameter"])
+def test_output_aliasing(what):
+    violation = checks.check_output_not_aliased(honest(outputs=[{"plain": True, "from_kernel": True,
+                                                                  "aliases": what}]))
+    assert violation.code == ViolationCode.OUTPUT_ALIASES_INPUT
+    assert violation.message == f"output 0 shares memory with an {what}; return a new tensor"
+
+
+def test_output_not_plain():
+    violation = checks.check_output_plain(honest(outputs=[{"plain": False, "from_kernel": True, "aliases": None}]))
+    assert violation.code == ViolationCode.OUTPUT_NOT_PLAIN_TENSOR
+    assert checks.check_output_plain(honest()) is None
+
+
+def test_checks_report_the_first_offending_output_only():
+    outputs = [{"plain": False, "from_kernel": False, "aliases": "input"},
+               {"plain": False, "from_kernel": False, "aliases": "parameter"}]
+    found = checks.run_call_checks(honest(outputs=outputs), [])
+    assert [v.message.split(" ")[1] for v in found] == ["0", "0", "0"]
+
+
+def test_run_call_checks_collects_every_violation_in_a_fixed_order():
+    evidence = honest(
+        launches=[],
+        compute_ops=["aten::relu"],
+        outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}],
+        mutated_inputs=[0],
+    )
+    found = codes(checks.run_call_checks(evidence, ["aten::relu"]))
+    expected = ["no_triton_launch", "output_not_from_kernel", "pytorch_fallback", "input_mutation",
+                "output_aliases_input", "output_not_plain_tensor"]
+    assert sorted(found) == sorted(expected)
+    assert [c for c in found if c in expected] == expected  # relative order is stable
+    assert codes(checks.run_call_checks(evidence, ["aten::relu"])) == found
+
+
+def test_every_check_returns_a_violation_or_none_and_never_raises():
+    worst = honest(launches=[], compute_ops=["aten::relu"], mutated_inputs=[0, 1, 2],
+                   outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}] * 3)
+    for violation in checks.run_call_checks(worst, ["aten::relu"]):
+        assert isinstance(violation, Violation)
+        assert violation.code in {c.value for c in ViolationCode}
+        assert violation.message.strip()
+
+
+def test_a_thread_left_running_is_a_violation():
+    violation = checks.check_no_background_thread(honest(threads_before=1, threads_after=2))
+    assert violation.code == ViolationCode.BACKGROUND_THREAD
+    assert "started 1 thread(s)" in violation.message
+    assert checks.check_no_background_thread(honest(threads_before=3, threads_after=2)) is None
+    assert "background_thread" in codes(checks.run_call_checks(honest(threads_after=4), []))

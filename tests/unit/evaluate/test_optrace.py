@@ -1,0 +1,169 @@
+"""Tests for tritongym.evaluator.optrace: which ATen ops count as compute, op canonicalisation, the
+PyTorch-fallback rule `covers_reference`, and tracing real forwards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tritongym.evaluator.optrace import (
+    NON_COMPUTE_OPS,
+    OpTrace,
+    canonical_op,
+    covers_reference,
+    is_compute,
+    op_name,
+    storage_span,
+    untraced,
+)
+
+aten = torch.ops.aten
+
+
+def test_op_name_drops_the_overload():
+    assert op_name(aten.add.Tensor) == "aten::add"
+    assert op_name(aten.addmm.default) == "aten::addmm"
+    assert op_name(aten.relu_.default) == "aten::relu_"
+
+
+@pytest.mark.parametrize(
+    "op",
+    [aten.add.Tensor, aten.mul.Tensor, aten.relu.default, aten.relu_.default, aten.mm.default,
+     aten.addmm.default, aten.sum.dim_IntList, aten.exp.default, aten.where.self, aten.gelu.default,
+     aten._softmax.default, aten.convolution.default, aten.cumsum.default, aten.max.dim],
+    ids=str,
+)
+def test_arithmetic_ops_are_compute(op):
+    assert is_compute(op)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [aten.view.default, aten.t.default, aten.transpose.int, aten.permute.default, aten.expand.default,
+     aten.slice.Tensor, aten.unsqueeze.default, aten.select.int,
+     aten.empty.memory_format, aten.empty_like.default, aten.zeros.default, aten.full.default,
+     aten.fill_.Scalar, aten.zero_.default, aten.clone.default, aten.copy_.default, aten._to_copy.default,
+     aten.detach.default, aten.lift_fresh.default, aten._local_scalar_dense.default, aten.alias.default],
+    ids=str,
+)
+def test_views_allocations_fills_and_copies_are_not_compute(op):
+    assert not is_compute(op)
+
+
+def test_non_compute_list_is_namespaced():
+    assert all(name.startswith("aten::") and "." not in name for name in NON_COMPUTE_OPS)
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("aten::relu_", "aten::relu"),
+        ("aten::add_", "aten::add"),
+        ("aten::relu", "aten::relu"),
+        ("aten::_softmax", "aten::_softmax"),  # leading underscore: not an in-place suffix
+        ("aten::mm", "aten::matmul"),
+        ("aten::addmm", "aten::matmul"),
+        ("aten::addmm_", "aten::matmul"),
+        ("aten::bmm", "aten::matmul"),
+        ("aten::baddbmm", "aten::matmul"),
+        ("aten::linear", "aten::matmul"),
+        ("aten::_addmm_activation", "aten::matmul"),
+        ("aten::conv2d", "aten::convolution"),
+        ("aten::mkldnn_convolution", "aten::convolution"),
+        ("aten::sum", "aten::sum"),
+    ],
+)
+def test_canonical_op(name, canonical):
+    assert canonical_op(name) == canonical
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reference", "covers"),
+    [
+        (["aten::relu"], ["aten::relu"], True),
+        (["aten::relu_"], ["aten::relu"], True),  # in-place spelling of the same op
+        (["aten::relu"], ["aten::relu_"], True),
+        (["aten::mm"], ["aten::addmm"], True),  # the matmul family counts as one op
+        (["aten::bmm", "aten::add"], ["aten::addmm"], True),
+        (["aten::mm", "aten::gelu"], ["aten::addmm", "aten::gelu"], True),
+        (["aten::mm"], ["aten::addmm", "aten::gelu"], False),  # only part of the reference in torch
+        (["aten::mul"], ["aten::relu"], False),
+        ([], ["aten::relu"], False),
+        (["aten::relu", "aten::mul", "aten::add"], ["aten::relu"], True),  # extra ops do not help
+        (["aten::relu"], [], False),  # a reference with no compute ops cannot be "covered"
+        ([], [], False),
+    ],
+)
+def test_covers_reference(candidate, reference, covers):
+    assert covers_reference(candidate, reference) is covers
+
+
+# -- tracing real forwards ----------------------------------------------------------------------------------
+
+
+def trace(fn, *args):
+    tracer = OpTrace()
+    with torch.no_grad(), tracer:
+        out = fn(*args)
+    return tracer, out
+
+
+def test_trace_lists_compute_ops_in_first_use_order_once_each():
+    x = torch.randn(4, 4)
+
+    def forward(t):
+        y = torch.relu(t)
+        y = y * 2 + 1
+        y = y.view(16).clone().reshape(4, 4).t().contiguous()
+        z = torch.empty_like(y).fill_(0)
+        return torch.relu(y) + z
+
+    tracer, out = trace(forward, x)
+    assert tracer.compute_ops() == ["aten::relu", "aten::mul", "aten::add"]
+    assert tracer.counts["aten::relu"] == 2
+    assert torch.allclose(out, (torch.relu(x) * 2 + 1).t())
+
+
+def test_trace_sees_operators_methods_and_functional_calls():
+    tracer, _ = trace(lambda t: (t @ t).sigmoid().sum(dim=0), torch.randn(3, 3))
+    assert tracer.compute_ops() == ["aten::mm", "aten::sigmoid", "aten::sum"]
+    tracer, _ = trace(lambda t: torch.ops.aten.tanh(t), torch.randn(3))
+    assert tracer.compute_ops() == ["aten::tanh"]
+
+
+def test_nn_linear_runs_addmm_not_views():
+    linear = torch.nn.Linear(8, 4)
+    tracer, _ = trace(linear, torch.randn(2, 8))
+    ops = tracer.compute_ops()
+    assert ops and all(canonical_op(op) == "aten::matmul" for op in ops)
+    assert "aten::t" not in ops and "aten::t" in tracer.counts
+
+
+def test_in_place_relu_covers_reference_relu():
+    reference, _ = trace(F.relu, torch.randn(5))
+    candidate, _ = trace(lambda t: t.relu_(), torch.randn(5))
+    assert reference.compute_ops() == ["aten::relu"]
+    assert candidate.compute_ops() == ["aten::relu_"]
+    assert covers_reference(candidate.compute_ops(), reference.compute_ops())
+
+
+def test_untraced_suspends_the_trace():
+    tracer = OpTrace()
+    x = torch.randn(3)
+    with torch.no_grad(), tracer:
+        torch.exp(x)
+        with untraced():
+            torch.sin(x)
+        torch.cos(x)
+    assert tracer.compute_ops() == ["aten::exp", "aten::cos"]
+
+
+def test_storage_span_covers_the_whole_storage_of_views():
+    base = torch.zeros(10)
+    start, end = storage_span(base)
+    assert end - start == 40
+    assert storage_span(base[3:5]) == (start, end)
+    assert storage_span(base.view(2, 5).t()) == (start, end)
+    other = storage_span(torch.zeros(10))
+    assert other[1] <= start or other[0] >= end
