@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import torch
@@ -33,6 +34,87 @@ from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.launches import LaunchRecorder
 from tritongym.evaluator.optrace import OpTrace, storage_span
 from tritongym.evaluator.timing import TimingSession
+
+
+# Captured before any candidate code runs (this module is imported first).
+_active_count = threading.active_count
+_torch_equal = torch.equal
+
+
+def _static_get(owner: Any, name: str) -> Any:
+    """An attribute as stored: through the class ``__dict__``s for classes (no fresh bound methods)."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if name in klass.__dict__:
+                return klass.__dict__[name]
+        return None
+    return getattr(owner, name, None)
+
+
+def _watchlist() -> dict[str, Any]:
+    """Functions the harness relies on or a cheat would patch, by dotted name (reward-hacking D4, E3)."""
+    import tritongym.evaluator.channel as channel_module
+    import tritongym.evaluator.launches as launches_module
+    import tritongym.evaluator.optrace as optrace_module
+    import tritongym.evaluator.timing as timing_module
+
+    watched: dict[str, Any] = {}
+    for name in ("allclose", "isclose", "equal", "manual_seed", "no_grad", "empty", "empty_like", "rand",
+                 "randn", "randint", "zeros", "ones"):
+        watched[f"torch.{name}"] = getattr(torch, name)
+    for name in ("data_ptr", "untyped_storage", "clone", "cpu", "detach", "contiguous", "view", "reshape",
+                 "numel", "to", "__eq__", "__torch_function__"):
+        watched[f"torch.Tensor.{name}"] = _static_get(torch.Tensor, name)
+    watched["torch.testing.assert_close"] = torch.testing.assert_close
+    watched["torch.cuda.synchronize"] = torch.cuda.synchronize
+    watched["torch.cuda.Event"] = torch.cuda.Event
+    for name in ("record", "synchronize", "elapsed_time"):
+        watched[f"torch.cuda.Event.{name}"] = _static_get(torch.cuda.Event, name)
+    watched["time.perf_counter"] = time.perf_counter
+    watched["time.monotonic"] = time.monotonic
+    watched["threading.active_count"] = threading.active_count
+    for module in (channel_module, launches_module, optrace_module, timing_module, common):
+        for name, value in vars(module).items():
+            if callable(value) and getattr(value, "__module__", None) == module.__name__:
+                watched[f"{module.__name__}.{name}"] = value
+    for cls in (CandidateWorker, channel_module.Channel, launches_module.LaunchRecorder, optrace_module.OpTrace,
+                timing_module.RepTimer, timing_module.TimingSession):
+        for name, value in vars(cls).items():
+            if callable(value):
+                watched[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
+    from triton.runtime import jit
+
+    watched["triton.runtime.jit.JITFunction.run"] = _static_get(jit.JITFunction, "run")
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        watched["triton.runtime.interpreter.InterpretedFunction.run"] = _static_get(InterpretedFunction, "run")
+    except ImportError:  # pragma: no cover
+        pass
+    return watched
+
+
+def _resolve(dotted: str) -> Any:
+    """Look a dotted name up again, now (class attributes through ``__dict__`` of the MRO)."""
+    module_name, _, rest = dotted.partition(".")
+    if dotted.startswith("tritongym.") or dotted.startswith("triton.runtime."):
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = sys.modules.get(".".join(parts[:cut]))
+            if module is not None:
+                value: Any = module
+                for part in parts[cut:]:
+                    value = _static_get(value, part)
+                return value
+        return None
+    value = sys.modules.get(module_name)
+    for part in rest.split("."):
+        value = _static_get(value, part)
+    return value
+
+
+def _tampered(watched: dict[str, Any]) -> list[str]:
+    return [name for name, original in watched.items() if _resolve(name) is not original]
 
 
 def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
@@ -48,7 +130,7 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True
     a_bytes = torch.Tensor.contiguous(a).reshape(-1).view(torch.uint8)
     b_bytes = torch.Tensor.contiguous(b).reshape(-1).view(torch.uint8)
-    return bool(torch.equal(a_bytes, b_bytes))
+    return bool(_torch_equal(a_bytes, b_bytes))
 
 
 def _is_compile_error(exc: BaseException) -> bool:
@@ -77,12 +159,14 @@ class CandidateWorker:
         self.recorder = LaunchRecorder()
         self.model_class: Any = None
         self.model: torch.nn.Module | None = None
+        self.watched: dict[str, Any] = {}
 
     # -- phases -------------------------------------------------------------------------
     def import_candidate(self) -> None:
         import triton
 
         self.recorder.install()
+        self.watched = _watchlist()
         module = common.load_module(self.source, "candidate")
         model_class = getattr(module, "ModelNew", None)
         if not isinstance(model_class, type):
@@ -109,7 +193,7 @@ class CandidateWorker:
         pristine = [torch.Tensor.clone(t) for t in input_tensors]
         protected = [storage_span(t) for t in input_tensors]
         parameter_spans = [storage_span(t) for t in (*model.parameters(), *model.buffers())]
-        threads_before = threading.active_count()
+        threads_before = _active_count()
 
         trace = OpTrace()
         self.recorder.start()
@@ -147,7 +231,8 @@ class CandidateWorker:
             "outputs": output_reports,
             "mutated_inputs": mutated,
             "threads_before": threads_before,
-            "threads_after": threading.active_count(),
+            "threads_after": _active_count(),
+            "tampered": _tampered(self.watched),
         }
         self.channel.send("called", {"nonce": nonce, "outputs": _plain_outputs(outputs), "evidence": evidence})
 

@@ -40,6 +40,7 @@ class CallEvidence:
     mutated_inputs: tuple[int, ...]
     threads_before: int
     threads_after: int
+    tampered: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, data: Any) -> CallEvidence:
@@ -61,6 +62,7 @@ class CallEvidence:
                 mutated_inputs=tuple(_int(i) for i in _list(data["mutated_inputs"])),
                 threads_before=_int(data["threads_before"]),
                 threads_after=_int(data["threads_after"]),
+                tampered=tuple(_str(name) for name in _list(data.get("tampered", []))),
             )
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed call evidence: {exc}") from exc
@@ -209,9 +211,30 @@ def check_no_background_thread(evidence: CallEvidence) -> Violation | None:
     return None
 
 
+def check_harness_untouched(evidence: CallEvidence) -> Violation | None:
+    """No function the harness relies on, or a cheat would patch, has been replaced.
+
+    Defends against: monkeypatching ``torch.allclose``, timers (``time.perf_counter``,
+    ``torch.cuda.Event.elapsed_time``), ``torch.cuda.synchronize``, the launch hook or the
+    worker's own functions (D4, E3). The comparison never happens in this process and the timer
+    uses references captured before the candidate was imported, so such patches gain nothing;
+    this check names them.
+    How: the worker records each watched function's identity before importing the candidate and
+    compares after every call.
+    Residual risk: a candidate that can patch the check itself can hide a patch; the static gate
+    forbids the vocabulary needed (module attribute assignment, ``setattr``, ``sys.modules``).
+    """
+    if evidence.tampered:
+        shown = ", ".join(evidence.tampered[:8])
+        return Violation(ViolationCode.HARNESS_TAMPERING,
+                         f"the candidate replaced functions the evaluator relies on: {shown}")
+    return None
+
+
 def run_call_checks(evidence: CallEvidence, reference_ops: list[str]) -> list[Violation]:
     """All per-call checks, in a fixed order."""
     found = [
+        check_harness_untouched(evidence),
         check_no_background_thread(evidence),
         check_triton_launched(evidence),
         check_output_from_kernel(evidence),

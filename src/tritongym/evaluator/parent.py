@@ -37,6 +37,7 @@ from tritongym.evaluator import checks, trivial
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
+from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
 from tritongym.evaluator.result import (
@@ -361,14 +362,17 @@ class _Evaluation:
 
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
            limits: ResourceLimits, interpret: bool, role: str, budget: _Budget,
-           problem_path: Path | None = None) -> _Worker:
+           problem_path: Path | None = None, cgroup: Cgroup | None = None) -> _Worker:
     parent_end, child_end = socket.socketpair()
     try:
         process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
                                channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
-                               interpret=interpret, problem_path=str(problem_path) if problem_path else None)
+                               interpret=interpret, problem_path=str(problem_path) if problem_path else None,
+                               cgroup=cgroup)
     except BaseException:
         parent_end.close()
+        if cgroup is not None:
+            cgroup.destroy()
         raise
     finally:
         child_end.close()
@@ -418,12 +422,18 @@ def evaluate(
     if not report.defines_model_new:
         return evaluation.finish(CandidateFailed(
             Status.COMPILE_ERROR, "the solution does not define `class ModelNew` at module level"), None, started)
+    if report.forbidden:
+        shown = "; ".join(report.forbidden[:6]) + (" ..." if len(report.forbidden) > 6 else "")
+        evaluation.add_violation(Violation(
+            ViolationCode.FORBIDDEN_CONSTRUCT,
+            f"the solution uses constructs a kernel never needs and harness attacks do ({shown}); use only "
+            "torch, triton and math, and no introspection, processes, threads or monkeypatching"))
     if not report.triton_kernels:
         evaluation.add_violation(Violation(
             ViolationCode.NO_TRITON_KERNEL,
             "the solution defines no @triton.jit kernel; write the computation as Triton kernels"))
-        if evaluation.violations:
-            return evaluation.finish(None, None, started)
+    if evaluation.violations:
+        return evaluation.finish(None, None, started)
 
     mode = resolve_mode(options.sandbox)
     evaluation.sandbox = mode
@@ -458,12 +468,22 @@ def evaluate(
         # worker reads its own copy, outside the candidate's reach.
         (job / "problem.py").write_text(problem.source, encoding="utf-8")
         interpret = device == "cpu"
-        candidate_limits = ResourceLimits(memory_bytes=int(options.memory_limit_gb * (1 << 30)),
-                                          max_processes=options.max_processes)
+        memory_bytes = int(options.memory_limit_gb * (1 << 30))
+        candidate_limits = ResourceLimits(memory_bytes=memory_bytes, max_processes=options.max_processes,
+                                          cpu_seconds=int(options.timeout * 4 + 60))
+        cgroup = create_cgroup(f"tritongym-{secrets.token_hex(8)}", options.max_processes, memory_bytes)
+        if cgroup is None or set(cgroup.limits) != {"pids", "memory"}:
+            have = ", ".join(sorted(cgroup.limits)) if cgroup else "none"
+            evaluation.notices.append(Notice(
+                NoticeCode.LIMITS_WEAKENED,
+                f"no cgroup with pids and memory caps could be created here (have: {have}); the candidate's "
+                "process count and memory are capped by rlimits only, which do not bind a root user's "
+                "process count or a CUDA process's memory",
+            ))
         candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, role="candidate", budget=_Budget(options.timeout),
-                           problem_path=job / "problem.py")
+                           problem_path=job / "problem.py", cgroup=cgroup)
         reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
@@ -480,7 +500,7 @@ def evaluate(
                 candidate.channel.send("exit")
             except OSError:
                 pass
-            candidate.process.kill()
+            candidate.process.release()
             candidate.channel.close()
         if reference is not None:
             reference.close()

@@ -36,6 +36,8 @@ class ViolationCode(_StrEnum):
     """What an integrity check found. Each code names the defect; see docs/integrity.md."""
 
     NO_TRITON_KERNEL = "no_triton_kernel"  # the source defines no @triton.jit kernel
+    FORBIDDEN_CONSTRUCT = "forbidden_construct"  # the source uses introspection, processes, monkeypatching, ...
+    HARNESS_TAMPERING = "harness_tampering"  # a harness or torch function was replaced at run time
     NO_TRITON_LAUNCH = "no_triton_launch"  # a forward launched no kernel defined in the candidate's source
     OUTPUT_NOT_FROM_KERNEL = "output_not_from_kernel"  # an output's storage was never a candidate kernel argument
     PYTORCH_FALLBACK = "pytorch_fallback"  # the forward ran every compute op the reference runs
@@ -55,6 +57,7 @@ class NoticeCode(_StrEnum):
     TIMING_UNAVAILABLE = "timing_unavailable"  # no GPU: timing is not measured (not meaningful on a CPU)
     TIMING_NOT_MEANINGFUL = "timing_not_meaningful"  # timed on a CPU for testing the protocol only
     SANDBOX_DISABLED = "sandbox_disabled"  # the candidate ran without the OS sandbox
+    LIMITS_WEAKENED = "limits_weakened"  # no cgroup: process/memory caps rest on rlimits alone
     CHECK_DISABLED = "check_disabled"  # a violation was found by a check the caller turned off
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongym.errors import EvaluatorError, OptionsError
+from tritongym.evaluator.cgroups import Cgroup
 
 SANDBOX_MODES = ("auto", "bwrap", "none")
 #: Where the job directory appears inside the jail.
@@ -180,10 +181,14 @@ class WorkerProcess:
     log_path: Path
     token: str
     mode: str
+    cgroup: Cgroup | None = None
     started_at: float = field(default_factory=time.monotonic)
 
     def exit_description(self) -> str:
         """Why the process ended, in words (``killed by SIGSEGV``, ``exited with code 0``)."""
+        if self.cgroup is not None and self.cgroup.memory_exceeded():
+            limit = self.cgroup.limits.get("memory", 0) / (1 << 30)
+            return f"exceeded the memory limit of {limit:g} GiB and was killed"
         code = self.popen.poll()
         if code is None:
             return "still running"
@@ -221,6 +226,12 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait for consent
             pass
         sweep_processes(self.token)
+
+    def release(self) -> None:
+        """Kill everything and remove the worker's cgroup (call once, at the end)."""
+        self.kill()
+        if self.cgroup is not None:
+            self.cgroup.destroy()
 
     def log_tail(self, limit: int = 4000) -> str:
         try:
@@ -268,12 +279,14 @@ def spawn_worker(
     limits: ResourceLimits,
     interpret: bool,
     problem_path: str | None = None,
+    cgroup: Cgroup | None = None,
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
 
     `source_path` is the module file the worker loads (the candidate or the problem), and
     `problem_path` an optional second one (the candidate worker's timing inputs); with bwrap
-    both must lie in `job_dir` and are translated to the jail's paths.
+    both must lie in `job_dir` and are translated to the jail's paths. With a `cgroup`, the
+    process joins it before exec, so it and all its descendants are capped together.
     """
     cuda = device == "cuda"
     env = {
@@ -309,13 +322,18 @@ def spawn_worker(
         # bwrap must not inherit our environment either: --clearenv, then the allow-list.
         env_args = ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
         argv = [argv[0], *env_args, *argv[1:]]
+    def prepare_child() -> None:  # runs in the child between fork and exec
+        if cgroup is not None:
+            cgroup.join()
+        limits.apply(cuda)
+
     with open(log_path, "wb") as log:
         try:
             popen = subprocess.Popen(
                 argv, env=env, cwd=str(job_dir), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, pass_fds=(channel_fd,), start_new_session=True,
-                preexec_fn=functools.partial(limits.apply, cuda),
+                preexec_fn=prepare_child,
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             raise EvaluatorError(f"could not start the worker {module}: {exc}") from exc
-    return WorkerProcess(popen=popen, log_path=log_path, token=token, mode=mode)
+    return WorkerProcess(popen=popen, log_path=log_path, token=token, mode=mode, cgroup=cgroup)

@@ -35,6 +35,17 @@ from tritongym.evaluator import worker_common as common
 #: Smallest L2 flush buffer (bytes); KernelBench and Triton's do_bench use 256 MB.
 MIN_FLUSH_BYTES = 256 << 20
 
+# References captured when the worker imports this module, before any candidate code runs: a
+# candidate that patches time.perf_counter or torch.cuda.Event.elapsed_time changes the module
+# attributes, not these (reward-hacking.md D4). The worker also reports such patches.
+_perf_counter = time.perf_counter
+_cuda_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_synchronize = torch.cuda.Event.synchronize
+_event_elapsed = torch.cuda.Event.elapsed_time
+_no_grad = torch.no_grad
+
 
 def timing_inputs(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
     """The problem's inputs for one timed repetition, generated on `device` under `seed`.
@@ -70,31 +81,31 @@ class RepTimer:
     def time_call(self, fn: Any, inputs: list[Any]) -> tuple[float, float, Any]:
         """Run ``fn(*inputs)`` once; returns ``(event_ms, host_ms, output)``."""
         if not self.cuda:
-            start = time.perf_counter()
-            with torch.no_grad():
+            start = _perf_counter()
+            with _no_grad():
                 output = fn(*inputs)
-            elapsed = (time.perf_counter() - start) * 1e3
+            elapsed = (_perf_counter() - start) * 1e3
             return elapsed, elapsed, output
         assert self.flush_buffer is not None
-        self.flush_buffer.zero_()
-        torch.cuda.synchronize()
-        start_event = torch.cuda.Event(enable_timing=True)
-        end_event = torch.cuda.Event(enable_timing=True)
-        host_start = time.perf_counter()
-        start_event.record()
-        with torch.no_grad():
+        torch.Tensor.zero_(self.flush_buffer)
+        _cuda_synchronize()
+        start_event = _Event(enable_timing=True)
+        end_event = _Event(enable_timing=True)
+        host_start = _perf_counter()
+        _event_record(start_event)
+        with _no_grad():
             output = fn(*inputs)
-        torch.cuda.synchronize()  # device-wide: side streams included
-        end_event.record()
-        end_event.synchronize()
-        host_ms = (time.perf_counter() - host_start) * 1e3
-        return start_event.elapsed_time(end_event), host_ms, output
+        _cuda_synchronize()  # device-wide: side streams included
+        _event_record(end_event)
+        _event_synchronize(end_event)
+        host_ms = (_perf_counter() - host_start) * 1e3
+        return _event_elapsed(start_event, end_event), host_ms, output
 
     def warm_up(self, fn: Any, make_inputs: Any, budget_ms: float, min_calls: int = 3) -> int:
         """Call `fn` on throwaway inputs for at least `budget_ms` and `min_calls` calls."""
         calls = 0
-        deadline = time.perf_counter() + budget_ms / 1e3
-        while calls < min_calls or time.perf_counter() < deadline:
+        deadline = _perf_counter() + budget_ms / 1e3
+        while calls < min_calls or _perf_counter() < deadline:
             inputs = make_inputs()
             with torch.no_grad():
                 fn(*inputs)

@@ -1,0 +1,168 @@
+"""Process-count and memory caps through cgroups, where this machine lets us create one.
+
+``RLIMIT_NPROC`` is not enforced for processes whose real uid is root, and ``RLIMIT_AS`` breaks
+CUDA (the driver reserves large virtual ranges). A cgroup caps what matters for both: the number
+of tasks (``pids.max``: a fork storm fails with EAGAIN inside the jail instead of exhausting the
+host's PIDs) and resident memory (``memory.limit_in_bytes`` / ``memory.max``: the kernel's OOM
+killer ends the worker, and the parent reports it as a memory-limit crash).
+
+Supported: cgroup v1 with the ``pids`` and ``memory`` hierarchies mounted under
+``/sys/fs/cgroup/<controller>`` (what containers that run as root usually have), and cgroup v2
+where the controllers are delegated to the evaluator's own cgroup. Anything else returns None and
+the evaluator carries on with rlimits and the PID namespace, saying so in a notice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller name → this process's cgroup path, from /proc/self/cgroup (v2 under key '')."""
+    paths: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+@dataclass
+class Cgroup:
+    """Cgroup directories (one per v1 controller, or one v2 group) holding one worker's tree."""
+
+    directories: list[Path]
+    memory_dir: Path | None
+    version: int
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.directories]
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (run in the child before exec)."""
+        pid = str(os.getpid())
+        for path in self.procs_files():
+            with open(path, "w") as handle:
+                handle.write(pid)
+
+    def memory_exceeded(self) -> bool:
+        """True when the memory limit was hit (an OOM kill or failed charges)."""
+        if self.memory_dir is None:
+            return False
+        try:
+            if self.version == 1:
+                if int((self.memory_dir / "memory.failcnt").read_text().strip() or 0) > 0:
+                    return True
+                control = (self.memory_dir / "memory.oom_control").read_text()
+                return any(line.startswith("oom_kill ") and int(line.split()[1]) > 0 for line in control.splitlines())
+            events = (self.memory_dir / "memory.events").read_text()
+            return any(line.split()[0] in ("oom", "oom_kill", "max") and int(line.split()[1]) > 0
+                       for line in events.splitlines())
+        except (OSError, ValueError, IndexError):
+            return False
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for path in self.procs_files():
+            try:
+                found.update(int(p) for p in Path(path).read_text().split())
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def destroy(self) -> None:
+        """Kill everything still inside and remove the directories."""
+        for _ in range(50):
+            remaining = self.pids()
+            if not remaining:
+                break
+            for pid in remaining:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
+        for directory in self.directories:
+            for _ in range(50):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+def create_cgroup(name: str, max_pids: int | None, memory_bytes: int | None) -> Cgroup | None:
+    """A fresh cgroup named `name` with the given caps, or None when none can be made here."""
+    if max_pids is None and memory_bytes is None:
+        return None
+    own = _own_cgroups()
+    v1 = [c for c in ("pids", "memory") if (CGROUP_ROOT / c / "cgroup.procs").exists() and c in own]
+    if v1:
+        directories: list[Path] = []
+        memory_dir = None
+        limits: dict[str, int] = {}
+        for controller in v1:
+            directory = CGROUP_ROOT / controller / own[controller].lstrip("/") / name
+            try:
+                directory.mkdir()
+            except OSError:
+                continue
+            directories.append(directory)
+            if controller == "pids" and max_pids is not None and _write(directory / "pids.max", str(max_pids)):
+                limits["pids"] = max_pids
+            if controller == "memory" and memory_bytes is not None:
+                if _write(directory / "memory.limit_in_bytes", str(memory_bytes)):
+                    limits["memory"] = memory_bytes
+                    memory_dir = directory
+                    # Count swap too where the kernel tracks it, so the cap cannot be dodged.
+                    _write(directory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        if directories:
+            return Cgroup(directories=directories, memory_dir=memory_dir, version=1, limits=limits)
+        return None
+    if "" in own and (CGROUP_ROOT / "cgroup.controllers").exists():
+        parent = CGROUP_ROOT / own[""].lstrip("/")
+        try:
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            return None
+        if not {"pids", "memory"} & set(enabled):
+            return None
+        directory = parent / name
+        try:
+            directory.mkdir()
+        except OSError:
+            return None
+        limits = {}
+        if max_pids is not None and _write(directory / "pids.max", str(max_pids)):
+            limits["pids"] = max_pids
+        memory_dir = None
+        if memory_bytes is not None and _write(directory / "memory.max", str(memory_bytes)):
+            limits["memory"] = memory_bytes
+            memory_dir = directory
+            _write(directory / "memory.swap.max", "0")
+        return Cgroup(directories=[directory], memory_dir=memory_dir, version=2, limits=limits)
+    return None
