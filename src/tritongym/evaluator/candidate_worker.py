@@ -14,14 +14,16 @@ overlaps an input or parameter, and which inputs changed.
 
 Protocol (parent → candidate): on start the worker imports the candidate and sends ``ready`` or
 ``error``; ``build {init_inputs, weight_seed}`` → ``built``; ``call {nonce, inputs}`` →
-``called {nonce, outputs, evidence}``; the timing requests of `timing.TimingSession` (the
-problem module is loaded only for these, to make timing inputs); ``exit``. Errors:
+``called {nonce, outputs, evidence}``; the timing requests of `timing.TimingSession` and
+``profile {calls}`` → ``profiled {kernels, candidate_kernels}`` (the problem module is loaded
+only for these, to make fresh inputs); ``exit``. Errors:
 ``error {phase, kind, message}``.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import threading
 import time
@@ -33,7 +35,8 @@ from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.launches import LaunchRecorder
 from tritongym.evaluator.optrace import OpTrace, storage_span
-from tritongym.evaluator.timing import TimingSession
+from tritongym.evaluator.profiling import profile_forward
+from tritongym.evaluator.timing import TimingSession, timing_inputs
 
 
 # Captured before any candidate code runs (this module is imported first).
@@ -236,6 +239,23 @@ class CandidateWorker:
         }
         self.channel.send("called", {"nonce": nonce, "outputs": _plain_outputs(outputs), "evidence": evidence})
 
+    def profile(self, calls: int) -> None:
+        """Kernel-level device times of a few forward calls, for the coverage of own kernels."""
+        if self.problem is None or self.device.type != "cuda":
+            raise ValueError("profiling needs a CUDA device and --problem")
+        module = common.load_module(self.problem, "profile_problem")
+        self.recorder.start()
+        try:
+            kernels = profile_forward(self.model, lambda: timing_inputs(module, secrets.randbits(63), self.device),
+                                      calls)
+        finally:
+            launches = self.recorder.stop()
+        mine = sorted({launch.kernel for launch in launches if launch.source_file == self.source})
+        self.channel.send("profiled", {
+            "kernels": [[k.name, k.device_us, k.count] for k in kernels],
+            "candidate_kernels": mine,
+        })
+
     # -- loop ---------------------------------------------------------------------------
     def fail(self, phase: str, exc: BaseException) -> None:
         kind = "compile_error" if phase in ("import", "build") or _is_compile_error(exc) else "runtime_error"
@@ -264,6 +284,8 @@ class CandidateWorker:
                     self.timing = TimingSession(self.channel, self.model, module, self.device,
                                                 output_transform=_plain_outputs)
                     self.timing.handle(message.kind, message.payload)
+                elif message.kind == "profile":
+                    self.profile(int(message.payload["calls"]))
                 elif self.timing is not None and self.timing.handle(message.kind, message.payload):
                     pass
                 else:

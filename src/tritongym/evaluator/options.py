@@ -71,6 +71,10 @@ class EvalOptions:
         timing_rechecks: how many of the candidate's timed repetitions, chosen secretly after
             each has run, have their outputs compared with the reference.
         warmup_ms: time-based warm-up of each side before timing (and at least 3 calls).
+        max_speedup: reported speedups are clamped to this (a notice says so); the reward caps
+            its speed term separately (`RewardConfig.speedup_cap`).
+        profile_calls: forward calls profiled on a GPU for the coverage of the candidate's own
+            kernels (0 turns profiling off; coverage is then null).
         input_families: perturbed input families tried after the `num_trials` trials on the
             task's own inputs, one trial each (``negated``, ``scaled``, ``offset``; see
             `families`); a family is skipped when the reference output is not finite on it.
@@ -103,6 +107,8 @@ class EvalOptions:
     timing_blocks: int = 3
     timing_rechecks: int = 5
     warmup_ms: float = 25.0
+    max_speedup: float = 100.0
+    profile_calls: int = 3
     input_families: tuple[str, ...] = ("negated", "scaled", "offset")
     trivial_margin: float = 0.1
     precision_policy: str = "reject"
@@ -122,7 +128,8 @@ class EvalOptions:
                 "set atol/rtol to override the preset's values"
             )
         positive = {"timeout": self.timeout, "reference_timeout": self.reference_timeout,
-                    "memory_limit_gb": self.memory_limit_gb, "warmup_ms": self.warmup_ms}
+                    "memory_limit_gb": self.memory_limit_gb, "warmup_ms": self.warmup_ms,
+                    "max_speedup": self.max_speedup}
         for name, value in positive.items():
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise OptionsError(f"{name} must be a positive number, got {value!r}")
@@ -134,6 +141,8 @@ class EvalOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise OptionsError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.profile_calls, int) or self.profile_calls < 0:
+            raise OptionsError(f"profile_calls must be an integer >= 0, got {self.profile_calls!r}")
         if not isinstance(self.timing_rechecks, int) or self.timing_rechecks < 0:
             raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, ProblemError, SolutionError
-from tritongym.evaluator import checks, trivial
+from tritongym.evaluator import checks, plausibility, profiling, trivial
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
@@ -43,6 +43,7 @@ from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
 from tritongym.evaluator.result import (
     EvalResult,
     KernelLaunches,
+    KernelProfile,
     Notice,
     NoticeCode,
     Status,
@@ -152,6 +153,9 @@ class _Evaluation:
     reference_ops: list[str] = field(default_factory=list)
     launches: dict[tuple[str, bool], list[Any]] = field(default_factory=dict)
     timing: TimingReport | None = None
+    coverage: float | None = None
+    kernel_profile: list[KernelProfile] = field(default_factory=list)
+    bytes_moved: int = 0
     baselines: trivial.TrivialBaselines = field(default_factory=trivial.TrivialBaselines)
     seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
 
@@ -194,6 +198,8 @@ class _Evaluation:
                 trial = reference.trial(self.seed_source(), family, truth=want_truth)
                 if family == FAMILY_TASK:
                     self.reference_ops = trial.compute_ops
+                    self.bytes_moved = sum(t.numel() * t.element_size()
+                                           for t in trivial.tensors(trial.inputs) + trivial.tensors(trial.expected))
                 elif not trial.finite:
                     self.notices.append(Notice(NoticeCode.FAMILY_SKIPPED,
                                                f"input family {family!r} skipped: the reference output is not "
@@ -227,18 +233,23 @@ class _Evaluation:
             block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
                            for b in range(options.timing_blocks)]
             rechecked = set(secrets.SystemRandom().sample(range(reps), min(options.timing_rechecks, reps)))
-            samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "cand": [], "cand_host": []}
+            samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "ref_rt": [],
+                                               "cand": [], "cand_host": [], "cand_rt": []}
             rep_index = 0
             for block, size in enumerate(block_sizes):
                 phase = f"timing block {block}"
                 for _ in range(size):
+                    sent = time.perf_counter()
                     done = reference.request("rep", {"seed": self.seed_source()}, "rep_done")
+                    samples["ref_rt"].append((time.perf_counter() - sent) * 1e3)
                     reference.request("drop", {}, "dropped")
                     samples["ref"].append(float(done["ms"]))
                     samples["ref_host"].append(float(done["host_ms"]))
                 for _ in range(size):
                     seed = self.seed_source()
+                    sent = time.perf_counter()
                     done = self._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
+                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                     ms, host_ms = done.get("ms"), done.get("host_ms")
                     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
                                for v in (ms, host_ms)):
@@ -269,17 +280,58 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
         meaningful = self.device == "cuda"
+        candidate_median = statistics.median(samples["cand"])
+        estimate = plausibility.wall_clock_estimate_ms(samples["cand_rt"], samples["ref_rt"], samples["ref"])
+        if not plausibility.wall_clock_consistent(samples["cand"], estimate):
+            self.add_violation(Violation(
+                ViolationCode.IMPLAUSIBLE_TIMING,
+                f"the candidate reported a median of {candidate_median:.4g} ms per call, but the evaluator's own "
+                f"clock puts it at about {estimate:.4g} ms; reported times must be real"))
+        floor_ms = bandwidth = None
+        if meaningful:
+            bandwidth = float(reference.request("bandwidth", {}, "bandwidth")["bytes_per_s"])
+            floor_ms = plausibility.physics_floor_ms(self.bytes_moved, bandwidth)
+            if candidate_median < floor_ms:
+                self.add_violation(Violation(
+                    ViolationCode.IMPLAUSIBLE_SPEEDUP,
+                    f"a median of {candidate_median:.4g} ms per call is faster than moving the task's "
+                    f"{self.bytes_moved / 1e6:.3g} MB allows at this device's measured bandwidth "
+                    f"({bandwidth / 1e9:.0f} GB/s, floor {floor_ms:.4g} ms)"))
         self.timing = TimingReport(
             method=str(ref_ready["method"]),
             device_name=str(ref_ready["device_name"]),
             reference_median_ms=statistics.median(samples["ref"]),
-            candidate_median_ms=statistics.median(samples["cand"]),
+            candidate_median_ms=candidate_median,
             reference_reps=len(samples["ref"]),
             candidate_reps=len(samples["cand"]),
             reference_host_median_ms=statistics.median(samples["ref_host"]),
             candidate_host_median_ms=statistics.median(samples["cand_host"]),
+            wall_clock_estimate_ms=estimate,
+            floor_ms=floor_ms,
+            bandwidth_gbps=None if bandwidth is None else bandwidth / 1e9,
             meaningful=meaningful,
         )
+
+    def run_profile(self, candidate: _Worker) -> None:
+        """Coverage: the share of GPU time spent in the candidate's own Triton kernels."""
+        try:
+            reply = self._expect(candidate.request("profile", {"calls": self.options.profile_calls}),
+                                 "profiled", "profiling")
+            kernels = [profiling.KernelTime(str(name), float(us), int(count)) for name, us, count in reply["kernels"]]
+            mine = [str(name) for name in reply["candidate_kernels"]]
+        except TimeoutError as exc:
+            raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {self.options.timeout:g} s "
+                                                  "budget during profiling") from exc
+        except (ChannelClosed, ProtocolError, KeyError, TypeError, ValueError) as exc:
+            reason = candidate.process.wait_exit(grace=2.0)
+            raise CandidateFailed(Status.CRASHED, f"the candidate broke the profiling protocol ({reason}): "
+                                                  f"{exc}") from exc
+        self.coverage = profiling.coverage_from_kernels(kernels, mine)
+        self.kernel_profile = [
+            KernelProfile(kernel=k.name, device_us=k.device_us, count=k.count,
+                          candidate=profiling.is_candidate_kernel(k.name, mine))
+            for k in kernels[:20]
+        ]
 
     def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
@@ -334,6 +386,10 @@ class _Evaluation:
         speedup = None
         if status == Status.OK and self.timing is not None:
             speedup = self.timing.reference_median_ms / self.timing.candidate_median_ms
+            if speedup > self.options.max_speedup:
+                self.notices.append(Notice(NoticeCode.SPEEDUP_CLAMPED,
+                                           f"measured speedup {speedup:.3g}x clamped to {self.options.max_speedup:g}x"))
+                speedup = self.options.max_speedup
         result = EvalResult(
             status=status,
             violations=list(self.violations.values()),
@@ -343,6 +399,8 @@ class _Evaluation:
             reference_compute_ops=list(self.reference_ops),
             speedup=speedup,
             timing=self.timing if status == Status.OK else None,
+            coverage=self.coverage if status == Status.OK else None,
+            kernel_profile=list(self.kernel_profile),
             trials=list(self.trials),
             triton_launches=[
                 KernelLaunches(kernel=kernel, defined_in_candidate=mine, launches=len(grids), last_grid=grids[-1])
@@ -446,8 +504,9 @@ def evaluate(
     if device == "cpu" and not options.time_on_cpu:
         evaluation.notices.append(Notice(
             NoticeCode.TIMING_UNAVAILABLE,
-            "timing is not measured on a CPU: the Triton interpreter says nothing about GPU speed; "
-            "speedup is null and the reward has no speed term",
+            "timing and profiling are not done on a CPU: the Triton interpreter says nothing about GPU "
+            "speed; speedup and coverage are null and the reward has no speed or coverage term (PR/PRS "
+            "need a GPU)",
         ))
     elif device == "cpu":
         evaluation.notices.append(Notice(
@@ -491,6 +550,9 @@ def evaluate(
             wants_timing = options.measure_speed and (device == "cuda" or options.time_on_cpu)
             if passed and wants_timing:
                 evaluation.run_timing(reference, candidate)
+            passed = not evaluation.violations and all(t.passed for t in evaluation.trials)
+            if passed and device == "cuda" and options.profile_calls > 0:
+                evaluation.run_profile(candidate)
         except CandidateFailed as exc:
             failure = exc
         return evaluation.finish(failure, candidate.process, started)

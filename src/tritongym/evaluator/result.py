@@ -48,7 +48,8 @@ class ViolationCode(_StrEnum):
     PRECISION_DOWNGRADE = "precision_downgrade"  # far less accurate than float32 against a float64 truth
     BACKGROUND_THREAD = "background_thread"  # the forward left a new thread running
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"  # an output of a timed call did not match the reference
-    IMPLAUSIBLE_TIMING = "implausible_timing"  # a reported time is not a positive finite number
+    IMPLAUSIBLE_TIMING = "implausible_timing"  # reported times are not positive, or disagree with the parent's clock
+    IMPLAUSIBLE_SPEEDUP = "implausible_speedup"  # faster than the bytes it must move allow (physics floor)
 
 
 class NoticeCode(_StrEnum):
@@ -59,6 +60,7 @@ class NoticeCode(_StrEnum):
     SANDBOX_DISABLED = "sandbox_disabled"  # the candidate ran without the OS sandbox
     LIMITS_WEAKENED = "limits_weakened"  # no cgroup: process/memory caps rest on rlimits alone
     CHECK_DISABLED = "check_disabled"  # a violation was found by a check the caller turned off
+    SPEEDUP_CLAMPED = "speedup_clamped"  # the measured speedup exceeded max_speedup and was clamped
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
     PRECISION_UNCHECKED = "precision_unchecked"  # the model could not run in float64; no precision check
@@ -115,6 +117,9 @@ class TimingReport:
     candidate_reps: int
     reference_host_median_ms: float | None = None
     candidate_host_median_ms: float | None = None
+    wall_clock_estimate_ms: float | None = None
+    floor_ms: float | None = None
+    bandwidth_gbps: float | None = None
     meaningful: bool = True
 
 
@@ -126,6 +131,16 @@ class KernelLaunches:
     defined_in_candidate: bool
     launches: int
     last_grid: str
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """One device kernel of the profiled forwards: GPU time in µs, launches, whose it is."""
+
+    kernel: str
+    device_us: float
+    count: int
+    candidate: bool
 
 
 @dataclass
@@ -144,6 +159,7 @@ class EvalResult:
     coverage: float | None = None
     trials: list[TrialReport] = field(default_factory=list)
     triton_launches: list[KernelLaunches] = field(default_factory=list)
+    kernel_profile: list[KernelProfile] = field(default_factory=list)
     device: str = "cpu"
     sandbox: str = "none"
     problem_id: str | None = None
@@ -185,6 +201,7 @@ class EvalResult:
             coverage=data.get("coverage"),
             trials=[TrialReport(**t) for t in data.get("trials", [])],
             triton_launches=[KernelLaunches(**k) for k in data.get("triton_launches", [])],
+            kernel_profile=[KernelProfile(**k) for k in data.get("kernel_profile", [])],
             device=data.get("device", "cpu"),
             sandbox=data.get("sandbox", "none"),
             problem_id=data.get("problem_id"),
@@ -221,6 +238,8 @@ class EvalResult:
                 f"timing ({t.method}): reference {t.reference_median_ms:.4g} ms, "
                 f"candidate {t.candidate_median_ms:.4g} ms, speedup {self.speedup:.3g}x"
             )
+        if self.coverage is not None:
+            lines.append(f"coverage: {self.coverage:.1%} of GPU time in the candidate's own kernels")
         for notice in self.notices:
             lines.append(f"note [{notice.code}]: {notice.message}")
         lines.append(f"took {self.duration_s:.1f} s")

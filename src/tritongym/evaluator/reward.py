@@ -54,3 +54,22 @@ def compute_reward(result: EvalResult, config: RewardConfig | None = None) -> fl
     if result.coverage is not None and math.isfinite(result.coverage):
         reward += config.coverage_weight * min(max(result.coverage, 0.0), 1.0)
     return float(reward)
+
+
+def prs_keep_probability(result: EvalResult, threshold: float = 0.3, factor: float = 0.1) -> float | None:
+    """Dr.Kernel's profiling-based rejection sampling (PRS): the keep probability of a turn.
+
+    ``p = clip((coverage − threshold) / factor, 0, 1)`` for a correct turn (threshold 0.3 and
+    factor 0.1 in the Dr.Kernel recipe; ``factor = 0`` is a hard cut at ``coverage ≥ threshold``),
+    and 1 for a turn that is not correct (PRS targets lazy *correct* kernels only).
+    Returns None when the turn is correct but its coverage is unknown (no GPU): the caller decides,
+    and should not pretend it was measured. Trainers sample ``keep ~ Bernoulli(p)``; the tensor
+    version is `tritongym.rl.prs_keep_probability`.
+    """
+    if result.status != Status.OK:
+        return 1.0
+    if result.coverage is None:
+        return None
+    if factor == 0:
+        return 1.0 if result.coverage >= threshold else 0.0
+    return float(min(max((result.coverage - threshold) / factor, 0.0), 1.0))

@@ -116,12 +116,32 @@ class RepTimer:
         return calls
 
 
+def measure_copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, reps: int = 5) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + written), median of `reps` copies."""
+    source = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    samples = []
+    for _ in range(reps):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _cuda_synchronize()
+        _event_record(start)
+        target.copy_(source)
+        _event_record(end)
+        _event_synchronize(end)
+        samples.append(_event_elapsed(start, end) / 1e3)
+    del source, target
+    samples.sort()
+    return 2 * nbytes / samples[len(samples) // 2]
+
+
 class TimingSession:
     """The timing requests a worker serves (shared by the reference and candidate workers).
 
     Requests: ``time_start {warmup_ms}`` → ``time_ready {method, device_name, warmup_calls}``;
     ``rep {seed}`` → ``rep_done {ms, host_ms}``; ``keep`` → ``output {outputs}``; ``drop`` →
-    ``dropped``. Warm-up inputs come from seeds drawn here: they are never checked.
+    ``dropped``; ``bandwidth`` → ``bandwidth {bytes_per_s}`` (0 on a CPU; the parent asks only the
+    reference worker). Warm-up inputs come from seeds drawn here: they are never checked.
     """
 
     def __init__(self, channel: Any, model: torch.nn.Module, module: ModuleType, device: torch.device,
@@ -156,6 +176,9 @@ class TimingSession:
         elif kind == "drop":
             self.last_output = None
             self.channel.send("dropped", {})
+        elif kind == "bandwidth":
+            bandwidth = measure_copy_bandwidth(self.device) if self.device.type == "cuda" else 0.0
+            self.channel.send("bandwidth", {"bytes_per_s": bandwidth})
         else:
             return False
         return True

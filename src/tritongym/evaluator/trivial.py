@@ -41,6 +41,15 @@ def float_leaves(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor of a nested list/tuple structure."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors(v)]
+    return []
+
+
 def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> float:
     """‖predicted − expected‖₂ / ‖expected‖₂ over all leaves, in float64 (inf when ‖E‖ = 0 ≠ ‖y − E‖)."""
     num = 0.0
