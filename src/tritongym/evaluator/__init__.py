@@ -16,7 +16,7 @@ from tritongym.evaluator.result import (
     Violation,
     ViolationCode,
 )
-from tritongym.evaluator.reward import RewardConfig, compute_reward
+from tritongym.evaluator.reward import RewardConfig, compute_reward, prs_keep_probability
 
 __all__ = [
     "TOLERANCE_PRESETS",
@@ -34,4 +34,5 @@ __all__ = [
     "ViolationCode",
     "compute_reward",
     "evaluate",
+    "prs_keep_probability",
 ]

@@ -88,6 +88,8 @@ class EvalOptions:
             float32 reference error is 0).
         reward: weights of the reward terms.
         disabled_checks: violation codes reported as notices instead of failing the verdict.
+        use_audit_tolerance: give problems the task audit flagged as degenerate its stricter
+            recommended tolerance (the smaller of it and the configured one), with a notice.
     """
 
     device: str = "auto"
@@ -116,6 +118,7 @@ class EvalOptions:
     precision_floor: float = 1e-5
     reward: RewardConfig = field(default_factory=RewardConfig)
     disabled_checks: frozenset[str] = frozenset()
+    use_audit_tolerance: bool = True
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

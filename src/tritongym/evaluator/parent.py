@@ -55,6 +55,7 @@ from tritongym.evaluator.result import (
 from tritongym.evaluator.reward import compute_reward
 from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
 from tritongym.evaluator.static import inspect_source
+from tritongym.tasks.flags import audit_flags
 from tritongym.tasks.problem import Problem, normalized_source_hash
 
 
@@ -514,6 +515,17 @@ def evaluate(
             "timed on a CPU with a host clock to exercise the timing protocol (time_on_cpu); the figures "
             "say nothing about GPU speed and the reward ignores them",
         ))
+    if options.use_audit_tolerance:
+        flagged = audit_flags().get(problem.content_hash)
+        if flagged is not None and (flagged.atol is not None or flagged.rtol is not None):
+            atol = min(x for x in (flagged.atol, options.tolerance_for(torch.float32).atol) if x is not None)
+            rtol = min(x for x in (flagged.rtol, options.tolerance_for(torch.float32).rtol) if x is not None)
+            options = replace(options, atol=atol, rtol=rtol)
+            evaluation.options = options
+            evaluation.notices.append(Notice(
+                NoticeCode.AUDIT_TOLERANCE,
+                f"the task audit flagged this problem ({', '.join(flagged.flags)}); using its stricter "
+                f"tolerance atol={atol:g}, rtol={rtol:g}"))
     seed_for_weights = evaluation.seed_source()
     private = Path(tempfile.mkdtemp(prefix="tritongym-"))
     reference = candidate = None

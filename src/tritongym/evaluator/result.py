@@ -60,6 +60,7 @@ class NoticeCode(_StrEnum):
     SANDBOX_DISABLED = "sandbox_disabled"  # the candidate ran without the OS sandbox
     LIMITS_WEAKENED = "limits_weakened"  # no cgroup: process/memory caps rest on rlimits alone
     CHECK_DISABLED = "check_disabled"  # a violation was found by a check the caller turned off
+    AUDIT_TOLERANCE = "audit_tolerance"  # the task audit flagged the problem; its stricter tolerance applies
     SPEEDUP_CLAMPED = "speedup_clamped"  # the measured speedup exceeded max_speedup and was clamped
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
