@@ -63,9 +63,12 @@ def vocab_slices(vocab: int, vocab_chunk_size: int | None) -> Iterator[tuple[int
 
 
 def upcast(chunk: Tensor, temperature: float, dtype: torch.dtype) -> Tensor:
-    """One chunk in the compute dtype, divided by the sampling temperature."""
-    z = chunk.to(dtype)
-    return z if temperature == 1.0 else z / temperature
+    """A fresh copy of one chunk in the compute dtype, divided by the sampling temperature.
+
+    Always a copy (never a view of the caller's logits), so callers may work on it in place.
+    """
+    z = chunk.to(dtype, copy=True)
+    return z if temperature == 1.0 else z.div_(temperature)
 
 
 @torch.no_grad()
@@ -115,29 +118,33 @@ def vocab_reductions(
     for r0, r1 in row_chunks(n_rows, chunk_size):
         m = s1 = s2 = t = u = m_q = s1_q = None
         for v0, v1 in vocab_slices(vocab, vocab_chunk_size):
-            z = upcast(flat[r0:r1, v0:v1], temperature, dtype)  # [r, v] one chunk
+            z = upcast(flat[r0:r1, v0:v1], temperature, dtype)  # [r, v] one chunk, a fresh buffer
             m_new = z.amax(dim=-1) if m is None else torch.maximum(m, z.amax(dim=-1))
-            shifted = z - m_new[:, None]  # z − m'
-            e = shifted.exp()  # e^(z − m')
+            diff = None
+            if other is not None:
+                zq = upcast(other[r0:r1, v0:v1], temperature, dtype)
+                diff = z - zq  # z − zq (before z is shifted in place)
+                mq_new = zq.amax(dim=-1) if m_q is None else torch.maximum(m_q, zq.amax(dim=-1))
+                eq_sum = zq.sub_(mq_new[:, None]).exp_().sum(-1)  # Σ e^(zq − mq')
+                s1_q = eq_sum if m_q is None else (m_q - mq_new).exp() * s1_q + eq_sum
+                m_q = mq_new
+            shifted = z.sub_(m_new[:, None])  # z − m', in place
+            e = shifted.exp() if entropy else shifted.exp_()  # e^(z − m')
+            e_sum = e.sum(-1)
             if m is None:
-                s1 = e.sum(-1)
-                s2 = (e * e).sum(-1) if collision else None
-                t = (e * shifted).sum(-1) if entropy else None
+                s1 = e_sum
+                s2 = torch.linalg.vecdot(e, e) if collision else None
+                t = torch.linalg.vecdot(e, shifted) if entropy else None
+                u = torch.linalg.vecdot(e, diff) if diff is not None else None
             else:
                 a = (m - m_new).exp()  # rescale factor e^(m − m')
                 if entropy:
-                    t = a * (t + (m - m_new) * s1) + (e * shifted).sum(-1)
-                s1 = a * s1 + e.sum(-1)
+                    t = a * (t + (m - m_new) * s1) + torch.linalg.vecdot(e, shifted)
+                s1 = a * s1 + e_sum
                 if collision:
-                    s2 = a * a * s2 + (e * e).sum(-1)
-            if other is not None:
-                zq = upcast(other[r0:r1, v0:v1], temperature, dtype)
-                cross = (e * (z - zq)).sum(-1)  # Σ e^(z − m')(z − zq)
-                u = cross if m is None else (m - m_new).exp() * u + cross
-                mq_new = zq.amax(dim=-1) if m_q is None else torch.maximum(m_q, zq.amax(dim=-1))
-                eq = (zq - mq_new[:, None]).exp().sum(-1)
-                s1_q = eq if m_q is None else (m_q - mq_new).exp() * s1_q + eq
-                m_q = mq_new
+                    s2 = a * a * s2 + torch.linalg.vecdot(e, e)
+                if diff is not None:
+                    u = a * u + torch.linalg.vecdot(e, diff)  # Σ e^(z − m')(z − zq)
             m = m_new
         lse = m + s1.log()  # logsumexp(z)
         out["logsumexp"][r0:r1] = lse

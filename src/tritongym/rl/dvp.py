@@ -104,19 +104,21 @@ def _chunk_stats(
     """(threshold [r], logsumexp over V_S [r], logsumexp over V [r]) for one row chunk."""
     r0, r1 = rows
     vocab = flat.shape[1]
+    # pass 1: the exact max on the native dtype (upcast and ÷T are monotone, so this is max z)
     m = None
-    for v0, v1 in vocab_slices(vocab, vocab_chunk_size):  # pass 1: the max (exact, no rescaling later)
-        chunk_max = upcast(flat[r0:r1, v0:v1], temperature, dtype).amax(dim=-1)
+    for v0, v1 in vocab_slices(vocab, vocab_chunk_size):
+        chunk_max = flat[r0:r1, v0:v1].amax(dim=-1)
         m = chunk_max if m is None else torch.maximum(m, chunk_max)
+    m = upcast(m, temperature, dtype)
     threshold = m + log_a if log_a is not None else torch.full_like(m, -math.inf)
     s_safe = torch.zeros_like(m)
     s_all = torch.zeros_like(m)
-    for v0, v1 in vocab_slices(vocab, vocab_chunk_size):  # pass 2: masked and full sums
+    for v0, v1 in vocab_slices(vocab, vocab_chunk_size):  # pass 2: full and masked sums, in place
         z = upcast(flat[r0:r1, v0:v1], temperature, dtype)
-        e = (z - m[:, None]).exp()  # e^(z − max z)
-        keep = z >= threshold[:, None] if safe is None else safe[r0:r1, v0:v1]
-        s_safe += torch.where(keep, e, 0.0).sum(-1)
+        drop = z < threshold[:, None] if safe is None else ~safe[r0:r1, v0:v1]
+        e = z.sub_(m[:, None]).exp_()  # e^(z − max z)
         s_all += e.sum(-1)
+        s_safe += e.masked_fill_(drop, 0.0).sum(-1)
     return threshold, m + s_safe.log(), m + s_all.log()  # (thr, lse_S, lse)
 
 
@@ -165,13 +167,13 @@ class _DVPLogProbFn(torch.autograd.Function):
             tok = tokens[r0:r1, None]
             for v0, v1 in vocab_slices(vocab, ctx.vocab_chunk_size):
                 z = upcast(flat[r0:r1, v0:v1], temperature, dtype)
-                keep = z >= thresholds[r0:r1, None] if safe is None else safe[r0:r1, v0:v1]
-                pi_s = torch.where(keep, (z - lse_safe[r0:r1, None]).exp(), 0.0)  # π_S(v)
-                local = -g * pi_s  # −g·π_S(v)
+                drop = z < thresholds[r0:r1, None] if safe is None else ~safe[r0:r1, v0:v1]
+                pi_s = z.sub_(lse_safe[r0:r1, None]).exp_().masked_fill_(drop, 0.0)  # π_S(v)
+                local = pi_s.mul_(-g)  # −g·π_S(v)
                 hit = (tok >= v0) & (tok < v1)
                 idx = (tok - v0).clamp(0, v1 - v0 - 1)
                 local.scatter_add_(1, idx, torch.where(hit, g, 0.0))  # + g·1[v = y]
-                grad[r0:r1, v0:v1] = local.to(grad.dtype)
+                grad[r0:r1, v0:v1] = local
         return grad, None, None, None, None, None, None
 
 
