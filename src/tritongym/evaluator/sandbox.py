@@ -164,9 +164,11 @@ def bwrap_command(job_dir: str, cuda: bool) -> list[str]:
     for item in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"):
         if os.path.exists(item):
             args += ["--ro-bind", item, item]
+    # /tmp first: later binds may live under it (a virtual environment in /tmp, say) and must
+    # land on top of the private tmpfs, not under it.
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for folder in _python_paths():
         args += ["--ro-bind", folder, folder]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     if cuda:
         args += _gpu_binds()
     args += ["--bind", job_dir, JAIL_JOB_DIR, "--chdir", JAIL_JOB_DIR]
