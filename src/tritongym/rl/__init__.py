@@ -1,9 +1,10 @@
 """tritongym.rl: exact, tested RL algorithm pieces in pure PyTorch (no trainer imported).
 
-Advantages (GRPO, Dr.GRPO, RLOO, TRLOO, OTB, EMPG), rollout-mismatch correction (TIS, MIS/IcePop,
-rejection sampling, Dr.Kernel MRS, TRM, DVP), policy losses and aggregation modes, Dr.Kernel's
-PR/PRS reward shaping, the response-length-triggered LR decay, and diagnostics. Formulas, inputs,
-defaults and sources: ``docs/rl.md``; the spec: ``rl-algorithms.md``.
+Advantages (GRPO, Dr.GRPO, RLOO, TRLOO, OTB, EMPG, OPMD, AsymRE), rollout-mismatch correction
+(TIS, MIS/IcePop, rejection sampling, Dr.Kernel MRS, TRM, DVP), policy losses (PPO dual clip,
+REINFORCE, TOPR, the hybrid RL+IL dense KL) and aggregation modes, Dr.Kernel's PR/PRS reward
+shaping, the response-length-triggered LR decay, and diagnostics. Formulas, inputs, defaults and
+sources: ``docs/rl.md``; the spec: ``rl-algorithms.md``.
 
 Conventions: tensors in, tensors out; masks explicit (bool, or 0/1 with non-zero = valid); group
 ids are integer tensors; every weight and mask is stop-gradient; shapes are validated and errors
@@ -50,6 +51,14 @@ from .dvp import (
 )
 from .empg import empg_advantages, step_mean_entropy
 from .estimators import AdvantageInputs, compute_advantages
+from .hybrid import dense_kl_loss, sparse_kl_returns
+from .offpolicy import (
+    asymre_advantages,
+    opmd_advantages,
+    opmd_pairwise_loss,
+    topr_token_loss,
+    topr_weights,
+)
 from .otb import logit_gradient_proxy, otb_advantages, sum_pi_squared
 from .policy_loss import (
     PolicyLossInputs,
@@ -107,10 +116,12 @@ __all__ = [
     "StrEnum",
     "aggregate_loss",
     "apply_row_mask",
+    "asymre_advantages",
     "broadcast_to_tokens",
     "collision_probability",
     "compute_advantages",
     "compute_policy_loss",
+    "dense_kl_loss",
     "dr_grpo_advantages",
     "dvp_log_probs",
     "dvp_log_probs_from_topk",
@@ -126,6 +137,8 @@ __all__ = [
     "min_p_safe_mask",
     "mismatch_metrics",
     "mrs_mask",
+    "opmd_advantages",
+    "opmd_pairwise_loss",
     "otb_advantages",
     "ppo_clip_fractions",
     "ppo_clip_token_loss",
@@ -139,6 +152,7 @@ __all__ = [
     "sequence_rs_mask",
     "sequence_tis_weights",
     "ser_mask",
+    "sparse_kl_returns",
     "step_mean_entropy",
     "sum_pi_squared",
     "token_entropy",
@@ -146,6 +160,8 @@ __all__ = [
     "token_mis_weights",
     "token_tis_weights",
     "token_veto_mask",
+    "topr_token_loss",
+    "topr_weights",
     "trloo_advantages",
     "trm_aggregate_loss",
     "trm_bounds",
