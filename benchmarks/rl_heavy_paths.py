@@ -56,7 +56,7 @@ def build_logits(args: argparse.Namespace, seed: int, base: torch.Tensor | None 
     out = torch.empty(shape, dtype=DTYPES[args.dtype], device=args.device)
     flat = out.view(-1, args.vocab)
     base_flat = None if base is None else base.view(-1, args.vocab)
-    step = max(1, args.chunk)
+    step = max(1, 2**21 // args.vocab)  # ≤ 8 MiB float32 per fill block: keeps the RSS baseline honest
     for start in range(0, flat.shape[0], step):
         stop = min(start + step, flat.shape[0])
         block = torch.randn(stop - start, args.vocab, generator=gen) * 3.0
@@ -117,6 +117,13 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def current_rss_mb() -> float:
+    """Resident set size now (Linux /proc/self/statm), MiB."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
@@ -131,7 +138,8 @@ def worker(args: argparse.Namespace) -> dict[str, object]:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = maxrss_mb()
+        base = maxrss_mb()  # high-water after the inputs (built in ≤ 8 MiB blocks, see build_logits)
+        current = current_rss_mb()
     call()  # warm-up
     sync(args.device)
     times = []
@@ -141,7 +149,9 @@ def worker(args: argparse.Namespace) -> dict[str, object]:
         sync(args.device)
         times.append(time.perf_counter() - start)
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else maxrss_mb() - base
+    extra = {} if cuda else {"rss_inputs_mib": current, "rss_baseline_highwater_mib": base}
     return {
+        **extra,
         "path": args.path,
         "variant": args.variant,
         "median_s": statistics.median(times),
