@@ -224,7 +224,7 @@ class CandidateWorker:
                 "from_kernel": empty or _overlaps(span, candidate_spans),
                 "aliases": aliases,
             })
-        mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine)) if not _same_bytes(now, before)]
+        mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine, strict=True)) if not _same_bytes(now, before)]
         evidence = {
             "launches": [
                 {"kernel": launch.kernel, "candidate": launch.source_file == self.source, "grid": launch.grid}

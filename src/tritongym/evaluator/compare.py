@@ -63,7 +63,7 @@ def compare_outputs(
     mismatched = 0
     total = 0
     first_problem: str | None = None
-    for (path, exp), (_, act) in zip(_flatten(expected), _flatten(actual)):
+    for (path, exp), (_, act) in zip(_flatten(expected), _flatten(actual), strict=True):
         if not isinstance(exp, torch.Tensor):
             if exp != act and not (isinstance(exp, float) and isinstance(act, float) and exp != exp and act != act):
                 return Comparison(False, None, None, None, f"{path}: expected {exp!r}, got {act!r}")

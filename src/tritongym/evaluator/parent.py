@@ -17,11 +17,10 @@ machine raises.
 
 from __future__ import annotations
 
-import math
 import os
+import random
 import secrets
 import shutil
-import statistics
 import socket
 import tempfile
 import time
@@ -32,8 +31,8 @@ from typing import Any
 
 import torch
 
-from tritongym.errors import EvaluatorError, OptionsError, ProblemError, SolutionError
-from tritongym.evaluator import checks, plausibility, profiling, trivial
+from tritongym.errors import OptionsError, SolutionError
+from tritongym.evaluator import checks, measurement, trivial
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
@@ -54,18 +53,10 @@ from tritongym.evaluator.result import (
 )
 from tritongym.evaluator.reward import compute_reward
 from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
-from tritongym.evaluator.static import inspect_source
+from tritongym.evaluator.session import Budget, CandidateFailed, WorkerHandle
+from tritongym.evaluator.static import StaticReport, inspect_source
 from tritongym.tasks.flags import audit_flags
 from tritongym.tasks.problem import Problem, normalized_source_hash
-
-
-class CandidateFailed(Exception):
-    """Internal: the candidate ended the evaluation early (error, crash, timeout)."""
-
-    def __init__(self, status: Status, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _read_solution(solution: str | os.PathLike[str]) -> str:
@@ -102,43 +93,6 @@ def resolve_device(device: str) -> str:
 
 
 @dataclass
-class _Budget:
-    """Wall-clock budget of the candidate: only time spent waiting on the candidate counts."""
-
-    seconds: float
-    spent: float = 0.0
-
-    def remaining(self) -> float:
-        return self.seconds - self.spent
-
-
-@dataclass
-class _Worker:
-    """The parent's handle on one worker: process, channel, role."""
-
-    process: WorkerProcess
-    channel: Channel
-    role: str
-    budget: _Budget
-
-    def request(self, kind: str, payload: Any = None) -> Message:
-        """Send one request and wait for the reply within the worker's budget."""
-        try:
-            self.channel.send(kind, payload)
-        except OSError as exc:
-            raise ChannelClosed(f"could not send {kind!r}: {exc}") from exc
-        return self.receive()
-
-    def receive(self) -> Message:
-        """Wait for the next message within the worker's budget (the time waited is charged)."""
-        start = time.monotonic()
-        try:
-            return self.channel.recv(timeout=max(self.budget.remaining(), 0.001))
-        finally:
-            self.budget.spent += time.monotonic() - start
-
-
-@dataclass
 class _Evaluation:
     """State of one evaluation while it runs (the public entry point is `evaluate`)."""
 
@@ -161,6 +115,10 @@ class _Evaluation:
     seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
 
     # -- helpers --------------------------------------------------------------------------
+    def passing(self) -> bool:
+        """No violation so far and every trial matched (the gate for timing and profiling)."""
+        return not self.violations and all(trial.passed for trial in self.trials)
+
     def add_violation(self, violation: Violation) -> None:
         if violation.code in self.options.disabled_checks:
             notice = Notice(NoticeCode.CHECK_DISABLED, f"[{violation.code}] {violation.message}")
@@ -184,7 +142,7 @@ class _Evaluation:
         return message.payload
 
     # -- phases ---------------------------------------------------------------------------
-    def run_trials(self, reference: ReferenceRunner, candidate: _Worker, weight_seed: int) -> None:
+    def run_trials(self, reference: ReferenceRunner, candidate: WorkerHandle, weight_seed: int) -> None:
         init_inputs = reference.setup(weight_seed)
         phase = "import"
         try:
@@ -222,117 +180,6 @@ class _Evaluation:
             reason = candidate.process.wait_exit(grace=2.0)
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
-
-    def run_timing(self, reference: ReferenceRunner, candidate: _Worker) -> None:
-        """Time reference and candidate in interleaved blocks; recheck secret timed outputs."""
-        options = self.options
-        phase = "timing warm-up"
-        try:
-            ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms}, "time_ready")
-            self._expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
-            reps = options.timing_reps
-            block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
-                           for b in range(options.timing_blocks)]
-            rechecked = set(secrets.SystemRandom().sample(range(reps), min(options.timing_rechecks, reps)))
-            samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "ref_rt": [],
-                                               "cand": [], "cand_host": [], "cand_rt": []}
-            rep_index = 0
-            for block, size in enumerate(block_sizes):
-                phase = f"timing block {block}"
-                for _ in range(size):
-                    sent = time.perf_counter()
-                    done = reference.request("rep", {"seed": self.seed_source()}, "rep_done")
-                    samples["ref_rt"].append((time.perf_counter() - sent) * 1e3)
-                    reference.request("drop", {}, "dropped")
-                    samples["ref"].append(float(done["ms"]))
-                    samples["ref_host"].append(float(done["host_ms"]))
-                for _ in range(size):
-                    seed = self.seed_source()
-                    sent = time.perf_counter()
-                    done = self._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
-                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
-                    ms, host_ms = done.get("ms"), done.get("host_ms")
-                    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                               for v in (ms, host_ms)):
-                        self.add_violation(Violation(
-                            ViolationCode.IMPLAUSIBLE_TIMING,
-                            f"a timed call reported {ms!r} ms (host {host_ms!r} ms); times must be positive"))
-                        return
-                    samples["cand"].append(float(ms))
-                    samples["cand_host"].append(float(host_ms))
-                    if rep_index in rechecked:
-                        kept = self._expect(candidate.request("keep", {}), "output", phase)
-                        expected = reference.request("expected_for", {"seed": seed}, "expected")
-                        comparison = compare_outputs(expected["expected"], kept.get("outputs"),
-                                                     self.options.tolerance_for)
-                        if not comparison.passed:
-                            self.add_violation(Violation(
-                                ViolationCode.TIMED_OUTPUT_MISMATCH,
-                                f"the output of timed call {rep_index} did not match the reference "
-                                f"({comparison.message}); outputs must be computed on every call"))
-                    else:
-                        self._expect(candidate.request("drop", {}), "dropped", phase)
-                    rep_index += 1
-        except TimeoutError as exc:
-            raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {self.options.timeout:g} s "
-                                                  f"budget during {phase}") from exc
-        except (ChannelClosed, ProtocolError) as exc:
-            reason = candidate.process.wait_exit(grace=2.0)
-            raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
-                                                  f"({reason}): {exc}") from exc
-        meaningful = self.device == "cuda"
-        candidate_median = statistics.median(samples["cand"])
-        estimate = plausibility.wall_clock_estimate_ms(samples["cand_rt"], samples["ref_rt"], samples["ref"])
-        if not plausibility.wall_clock_consistent(samples["cand"], estimate):
-            self.add_violation(Violation(
-                ViolationCode.IMPLAUSIBLE_TIMING,
-                f"the candidate reported a median of {candidate_median:.4g} ms per call, but the evaluator's own "
-                f"clock puts it at about {estimate:.4g} ms; reported times must be real"))
-        floor_ms = bandwidth = None
-        if meaningful:
-            bandwidth = float(reference.request("bandwidth", {}, "bandwidth")["bytes_per_s"])
-            floor_ms = plausibility.physics_floor_ms(self.bytes_moved, bandwidth)
-            if candidate_median < floor_ms:
-                self.add_violation(Violation(
-                    ViolationCode.IMPLAUSIBLE_SPEEDUP,
-                    f"a median of {candidate_median:.4g} ms per call is faster than moving the task's "
-                    f"{self.bytes_moved / 1e6:.3g} MB allows at this device's measured bandwidth "
-                    f"({bandwidth / 1e9:.0f} GB/s, floor {floor_ms:.4g} ms)"))
-        self.timing = TimingReport(
-            method=str(ref_ready["method"]),
-            device_name=str(ref_ready["device_name"]),
-            reference_median_ms=statistics.median(samples["ref"]),
-            candidate_median_ms=candidate_median,
-            reference_reps=len(samples["ref"]),
-            candidate_reps=len(samples["cand"]),
-            reference_host_median_ms=statistics.median(samples["ref_host"]),
-            candidate_host_median_ms=statistics.median(samples["cand_host"]),
-            wall_clock_estimate_ms=estimate,
-            floor_ms=floor_ms,
-            bandwidth_gbps=None if bandwidth is None else bandwidth / 1e9,
-            meaningful=meaningful,
-        )
-
-    def run_profile(self, candidate: _Worker) -> None:
-        """Coverage: the share of GPU time spent in the candidate's own Triton kernels."""
-        try:
-            reply = self._expect(candidate.request("profile", {"calls": self.options.profile_calls}),
-                                 "profiled", "profiling")
-            kernels = [profiling.KernelTime(str(name), float(us), int(count)) for name, us, count in reply["kernels"]]
-            mine = [str(name) for name in reply["candidate_kernels"]]
-        except TimeoutError as exc:
-            raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {self.options.timeout:g} s "
-                                                  "budget during profiling") from exc
-        except (ChannelClosed, ProtocolError, KeyError, TypeError, ValueError) as exc:
-            reason = candidate.process.wait_exit(grace=2.0)
-            raise CandidateFailed(Status.CRASHED, f"the candidate broke the profiling protocol ({reason}): "
-                                                  f"{exc}") from exc
-        self.coverage = profiling.coverage_from_kernels(kernels, mine)
-        self.kernel_profile = [
-            KernelProfile(kernel=k.name, device_us=k.device_us, count=k.count,
-                          candidate=profiling.is_candidate_kernel(k.name, mine))
-            for k in kernels[:20]
-        ]
 
     def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
@@ -420,8 +267,8 @@ class _Evaluation:
 
 
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
-           limits: ResourceLimits, interpret: bool, role: str, budget: _Budget,
-           problem_path: Path | None = None, cgroup: Cgroup | None = None) -> _Worker:
+           limits: ResourceLimits, interpret: bool, budget: Budget,
+           problem_path: Path | None = None, cgroup: Cgroup | None = None) -> WorkerHandle:
     parent_end, child_end = socket.socketpair()
     try:
         process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
@@ -435,7 +282,89 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
         raise
     finally:
         child_end.close()
-    return _Worker(process=process, channel=Channel(parent_end), role=role, budget=budget)
+    return WorkerHandle(process=process, channel=Channel(parent_end), budget=budget)
+
+
+def _candidate_cgroup(evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
+    """A pids+memory cgroup for the candidate, or a notice saying the caps are weaker."""
+    cgroup = create_cgroup(f"tritongym-{secrets.token_hex(8)}", max_pids, memory_bytes)
+    if cgroup is None or set(cgroup.limits) != {"pids", "memory"}:
+        have = ", ".join(sorted(cgroup.limits)) if cgroup else "none"
+        evaluation.notices.append(Notice(
+            NoticeCode.LIMITS_WEAKENED,
+            f"no cgroup with pids and memory caps could be created here (have: {have}); the candidate's "
+            "process count and memory are capped by rlimits only, which do not bind a root user's "
+            "process count or a CUDA process's memory",
+        ))
+    return cgroup
+
+
+def _static_verdict(evaluation: _Evaluation, report: StaticReport, started: float) -> EvalResult | None:
+    """The verdict when the source alone decides it (syntax, no ModelNew, forbidden, no kernel)."""
+    for finding in report.findings:
+        evaluation.notices.append(Notice(NoticeCode.STATIC_FINDING, finding))
+    if report.syntax_error:
+        return evaluation.finish(CandidateFailed(Status.COMPILE_ERROR, report.syntax_error), None, started)
+    if not report.defines_model_new:
+        return evaluation.finish(CandidateFailed(
+            Status.COMPILE_ERROR, "the solution does not define `class ModelNew` at module level"), None, started)
+    if report.forbidden:
+        shown = "; ".join(report.forbidden[:6]) + (" ..." if len(report.forbidden) > 6 else "")
+        evaluation.add_violation(Violation(
+            ViolationCode.FORBIDDEN_CONSTRUCT,
+            f"the solution uses constructs a kernel never needs and harness attacks do ({shown}); use only "
+            "torch, triton and math, and no introspection, processes, threads or monkeypatching"))
+    if not report.triton_kernels:
+        evaluation.add_violation(Violation(
+            ViolationCode.NO_TRITON_KERNEL,
+            "the solution defines no @triton.jit kernel; write the computation as Triton kernels"))
+    if evaluation.violations:
+        return evaluation.finish(None, None, started)
+    return None
+
+
+def _environment_notices(mode: str, device: str, options: EvalOptions) -> list[Notice]:
+    """What every result from this environment must say about itself."""
+    notices = []
+    if mode == "none":
+        notices.append(Notice(
+            NoticeCode.SANDBOX_DISABLED,
+            "the candidate ran without the OS sandbox (sandbox: none): it could reach the network, the "
+            "file system and other processes of this user; install bubblewrap for isolation",
+        ))
+    if device == "cpu" and not options.time_on_cpu:
+        notices.append(Notice(
+            NoticeCode.TIMING_UNAVAILABLE,
+            "timing and profiling are not done on a CPU: the Triton interpreter says nothing about GPU "
+            "speed; speedup and coverage are null and the reward has no speed or coverage term (PR/PRS "
+            "need a GPU)",
+        ))
+    elif device == "cpu":
+        notices.append(Notice(
+            NoticeCode.TIMING_NOT_MEANINGFUL,
+            "timed on a CPU with a host clock to exercise the timing protocol (time_on_cpu); the figures "
+            "say nothing about GPU speed and the reward ignores them",
+        ))
+    return notices
+
+
+def _apply_audit_tolerance(evaluation: _Evaluation, options: EvalOptions) -> EvalOptions:
+    """The options with the audit's stricter tolerance when the task audit flagged this problem."""
+    if not options.use_audit_tolerance:
+        return options
+    flagged = audit_flags().get(evaluation.problem.content_hash)
+    if flagged is None or (flagged.atol is None and flagged.rtol is None):
+        return options
+    configured = options.tolerance_for(torch.float32)
+    atol = configured.atol if flagged.atol is None else min(flagged.atol, configured.atol)
+    rtol = configured.rtol if flagged.rtol is None else min(flagged.rtol, configured.rtol)
+    options = replace(options, atol=atol, rtol=rtol)
+    evaluation.options = options
+    evaluation.notices.append(Notice(
+        NoticeCode.AUDIT_TOLERANCE,
+        f"the task audit flagged this problem ({', '.join(flagged.flags)}); using its stricter "
+        f"tolerance atol={atol:g}, rtol={rtol:g}"))
+    return options
 
 
 def evaluate(
@@ -466,66 +395,18 @@ def evaluate(
     problem = _as_problem(problem)
     source = _read_solution(solution)
     device = resolve_device(options.device)
-    report = inspect_source(source)
     evaluation = _Evaluation(problem=problem, solution_source=source, options=options, device=device,
                              sandbox="not started")
     if options.seed is not None:
-        import random
-
         rng = random.Random(options.seed)
         evaluation.seed_source = lambda: rng.getrandbits(63)
-    for finding in report.findings:
-        evaluation.notices.append(Notice(NoticeCode.STATIC_FINDING, finding))
-    if report.syntax_error:
-        return evaluation.finish(CandidateFailed(Status.COMPILE_ERROR, report.syntax_error), None, started)
-    if not report.defines_model_new:
-        return evaluation.finish(CandidateFailed(
-            Status.COMPILE_ERROR, "the solution does not define `class ModelNew` at module level"), None, started)
-    if report.forbidden:
-        shown = "; ".join(report.forbidden[:6]) + (" ..." if len(report.forbidden) > 6 else "")
-        evaluation.add_violation(Violation(
-            ViolationCode.FORBIDDEN_CONSTRUCT,
-            f"the solution uses constructs a kernel never needs and harness attacks do ({shown}); use only "
-            "torch, triton and math, and no introspection, processes, threads or monkeypatching"))
-    if not report.triton_kernels:
-        evaluation.add_violation(Violation(
-            ViolationCode.NO_TRITON_KERNEL,
-            "the solution defines no @triton.jit kernel; write the computation as Triton kernels"))
-    if evaluation.violations:
-        return evaluation.finish(None, None, started)
-
+    early = _static_verdict(evaluation, inspect_source(source), started)
+    if early is not None:
+        return early
     mode = resolve_mode(options.sandbox)
     evaluation.sandbox = mode
-    if mode == "none":
-        evaluation.notices.append(Notice(
-            NoticeCode.SANDBOX_DISABLED,
-            "the candidate ran without the OS sandbox (sandbox: none): it could reach the network, the "
-            "file system and other processes of this user; install bubblewrap for isolation",
-        ))
-    if device == "cpu" and not options.time_on_cpu:
-        evaluation.notices.append(Notice(
-            NoticeCode.TIMING_UNAVAILABLE,
-            "timing and profiling are not done on a CPU: the Triton interpreter says nothing about GPU "
-            "speed; speedup and coverage are null and the reward has no speed or coverage term (PR/PRS "
-            "need a GPU)",
-        ))
-    elif device == "cpu":
-        evaluation.notices.append(Notice(
-            NoticeCode.TIMING_NOT_MEANINGFUL,
-            "timed on a CPU with a host clock to exercise the timing protocol (time_on_cpu); the figures "
-            "say nothing about GPU speed and the reward ignores them",
-        ))
-    if options.use_audit_tolerance:
-        flagged = audit_flags().get(problem.content_hash)
-        if flagged is not None and (flagged.atol is not None or flagged.rtol is not None):
-            atol = min(x for x in (flagged.atol, options.tolerance_for(torch.float32).atol) if x is not None)
-            rtol = min(x for x in (flagged.rtol, options.tolerance_for(torch.float32).rtol) if x is not None)
-            options = replace(options, atol=atol, rtol=rtol)
-            evaluation.options = options
-            evaluation.notices.append(Notice(
-                NoticeCode.AUDIT_TOLERANCE,
-                f"the task audit flagged this problem ({', '.join(flagged.flags)}); using its stricter "
-                f"tolerance atol={atol:g}, rtol={rtol:g}"))
+    evaluation.notices.extend(_environment_notices(mode, device, options))
+    options = _apply_audit_tolerance(evaluation, options)
     seed_for_weights = evaluation.seed_source()
     private = Path(tempfile.mkdtemp(prefix="tritongym-"))
     reference = candidate = None
@@ -533,7 +414,6 @@ def evaluate(
     try:
         job = private / "job"
         job.mkdir()
-        job.chmod(0o777)
         (job / "candidate.py").write_text(source, encoding="utf-8")
         # The candidate worker reads the problem only to make timing inputs; the reference
         # worker reads its own copy, outside the candidate's reach.
@@ -542,29 +422,19 @@ def evaluate(
         memory_bytes = int(options.memory_limit_gb * (1 << 30))
         candidate_limits = ResourceLimits(memory_bytes=memory_bytes, max_processes=options.max_processes,
                                           cpu_seconds=int(options.timeout * 4 + 60))
-        cgroup = create_cgroup(f"tritongym-{secrets.token_hex(8)}", options.max_processes, memory_bytes)
-        if cgroup is None or set(cgroup.limits) != {"pids", "memory"}:
-            have = ", ".join(sorted(cgroup.limits)) if cgroup else "none"
-            evaluation.notices.append(Notice(
-                NoticeCode.LIMITS_WEAKENED,
-                f"no cgroup with pids and memory caps could be created here (have: {have}); the candidate's "
-                "process count and memory are capped by rlimits only, which do not bind a root user's "
-                "process count or a CUDA process's memory",
-            ))
+        cgroup = _candidate_cgroup(evaluation, options.max_processes, memory_bytes)
         candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
-                           interpret=interpret, role="candidate", budget=_Budget(options.timeout),
+                           interpret=interpret, budget=Budget(options.timeout),
                            problem_path=job / "problem.py", cgroup=cgroup)
         reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
-            passed = not evaluation.violations and all(t.passed for t in evaluation.trials)
             wants_timing = options.measure_speed and (device == "cuda" or options.time_on_cpu)
-            if passed and wants_timing:
-                evaluation.run_timing(reference, candidate)
-            passed = not evaluation.violations and all(t.passed for t in evaluation.trials)
-            if passed and device == "cuda" and options.profile_calls > 0:
-                evaluation.run_profile(candidate)
+            if evaluation.passing() and wants_timing:
+                measurement.run_timing(evaluation, reference, candidate)
+            if evaluation.passing() and device == "cuda" and options.profile_calls > 0:
+                measurement.run_profile(evaluation, candidate)
         except CandidateFailed as exc:
             failure = exc
         return evaluation.finish(failure, candidate.process, started)

@@ -54,7 +54,7 @@ def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> 
     """‖predicted − expected‖₂ / ‖expected‖₂ over all leaves, in float64 (inf when ‖E‖ = 0 ≠ ‖y − E‖)."""
     num = 0.0
     den = 0.0
-    for y, e in zip(predicted, expected):
+    for y, e in zip(predicted, expected, strict=True):
         e64 = e.detach().to(torch.float64)
         y64 = y.detach().to(torch.float64)
         finite = torch.isfinite(e64) & torch.isfinite(y64)
@@ -83,7 +83,7 @@ class TrivialBaselines:
         if family not in self.sums or [s.shape for s in self.sums[family]] != [e.shape for e in leaves]:
             self.sums[family], self.counts[family] = leaves, 1
             return
-        self.sums[family] = [s + e for s, e in zip(self.sums[family], leaves)]
+        self.sums[family] = [s + e for s, e in zip(self.sums[family], leaves, strict=True)]
         self.counts[family] += 1
 
 

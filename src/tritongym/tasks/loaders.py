@@ -166,7 +166,7 @@ def load_hf_rows(
     wanted = set(levels) if levels is not None else None
     return [
         problem_from_row(row, origin=origin)
-        for row, origin in zip(rows, origins)
+        for row, origin in zip(rows, origins, strict=True)
         if _level_wanted(row, wanted)
     ]
 
