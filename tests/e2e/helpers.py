@@ -1,0 +1,83 @@
+"""Helpers for the end-to-end tests: real evaluations on the CPU (Triton interpreter).
+
+Every evaluation starts real worker processes (about 4-6 s each on 2 cores, mostly start-up), so
+results are cached per session: tests that assert different properties of the same evaluation share
+one run. Cached results must be treated as read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tritongym import EvalResult, evaluate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PROBLEMS = FIXTURES / "problems"
+CANDIDATES = FIXTURES / "candidates"
+TINY_RELU = PROBLEMS / "tiny_relu.py"
+TINY_LINEAR = PROBLEMS / "tiny_linear.py"
+
+#: Options of every e2e evaluation unless a test says otherwise: the CPU, two trials on the task's
+#: own inputs (the perturbed input families still run after them), a generous timeout.
+E2E_OPTIONS: dict[str, Any] = {"device": "cpu", "num_trials": 2, "timeout": 60.0}
+
+
+def candidate(name: str) -> Path:
+    path = CANDIDATES / f"{name}.py"
+    assert path.is_file(), path
+    return path
+
+
+_CACHE: dict[tuple, EvalResult] = {}
+
+
+def run_eval(name: str, problem: Path = TINY_RELU, **options: Any) -> EvalResult:
+    """Evaluate tests/fixtures/candidates/<name>.py against `problem`, once per session."""
+    merged = {**E2E_OPTIONS, **options}
+    key = (name, str(problem), tuple(sorted(merged.items())))
+    if key not in _CACHE:
+        _CACHE[key] = evaluate(problem, candidate(name), **merged)
+    return _CACHE[key]
+
+
+def task_trials(result: EvalResult):
+    """The trials on the task's own `get_inputs()` (perturbed-family trials left out)."""
+    return [t for t in result.trials if t.family == "get_inputs"]
+
+
+def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``python -m tritongym.cli ARGS`` in a subprocess, capturing text output."""
+    return subprocess.run([sys.executable, "-m", "tritongym.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=FIXTURES.parents[1])
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs of live processes whose command line contains `marker` (this process excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    """Clean up after a failed assertion so no test leaves sleepers behind."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
