@@ -62,8 +62,10 @@ def fixtures_dir() -> Path:
 def kernelbench_jsonl() -> Path:
     """The shared KernelBench levels 1-3 JSONL (250 rows); skips when ``shared/`` is not beside the repo."""
     if not KERNELBENCH_JSONL.is_file():
-        pytest.skip(f"the shared KernelBench dataset is absent: {KERNELBENCH_JSONL} "
-                    "(clone the project with shared/ beside it)")
+        pytest.skip(
+            f"the shared KernelBench dataset is absent: {KERNELBENCH_JSONL} "
+            "(clone the project with shared/ beside it)"
+        )
     return KERNELBENCH_JSONL
 
 

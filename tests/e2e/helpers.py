@@ -28,9 +28,12 @@ E2E_OPTIONS: dict[str, Any] = {"device": "cpu", "num_trials": 2, "timeout": 60.0
 
 
 def candidate(name: str) -> Path:
-    path = CANDIDATES / f"{name}.py"
-    assert path.is_file(), path
-    return path
+    """tests/fixtures/candidates/<name>.py (or .txt, for sources that must not parse)."""
+    for suffix in (".py", ".txt"):
+        path = CANDIDATES / f"{name}{suffix}"
+        if path.is_file():
+            return path
+    raise AssertionError(f"no fixture candidate named {name}")
 
 
 _CACHE: dict[tuple, EvalResult] = {}
@@ -52,8 +55,13 @@ def task_trials(result: EvalResult):
 
 def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     """``python -m tritongym.cli ARGS`` in a subprocess, capturing text output."""
-    return subprocess.run([sys.executable, "-m", "tritongym.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=FIXTURES.parents[1])
+    return subprocess.run(
+        [sys.executable, "-m", "tritongym.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=FIXTURES.parents[1],
+    )
 
 
 def processes_with(marker: str) -> list[int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import CANDIDATES, TINY_RELU, run_cli
+from .helpers import CANDIDATES, TINY_RELU, candidate, run_cli
 
 #: The contract keys of ``eval --json`` and the JSON types each may take.
 CONTRACT_TYPES = {
@@ -37,8 +37,18 @@ STATUS_CASES = {
 
 
 def eval_args(name: str, *extra: str) -> list[str]:
-    return ["eval", "--problem", str(TINY_RELU), "--solution", str(CANDIDATES / f"{name}.py"),
-            "--device", "cpu", "--trials", "1", *extra]
+    return [
+        "eval",
+        "--problem",
+        str(TINY_RELU),
+        "--solution",
+        str(candidate(name)),
+        "--device",
+        "cpu",
+        "--trials",
+        "1",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("status", list(STATUS_CASES))
@@ -56,8 +66,10 @@ def test_eval_json_prints_one_contract_object_and_exits_0_for_every_status(statu
     assert result["status"] == status
     assert result["correct"] is (status == "ok")
     assert result["reward"] == (0.5 if status == "ok" else 0)
-    assert all(set(v) >= {"code", "message"} and isinstance(v["code"], str) and isinstance(v["message"], str)
-               for v in result["violations"])
+    assert all(
+        set(v) >= {"code", "message"} and isinstance(v["code"], str) and isinstance(v["message"], str)
+        for v in result["violations"]
+    )
     assert all(isinstance(op, str) for op in result["torch_compute_ops"])
     assert result["speedup"] is None and result["timing"] is None  # the CPU
     assert (result["error"] is None) is (status == "ok")
@@ -86,8 +98,17 @@ def test_missing_file_is_a_usage_error(missing, tmp_path):
     absent = tmp_path / f"no_{missing}.py"
     problem = absent if missing == "problem" else TINY_RELU
     solution = absent if missing == "solution" else CANDIDATES / "relu_honest.py"
-    completed = run_cli("eval", "--problem", str(problem), "--solution", str(solution), "--device", "cpu", "--json",
-                        timeout=60)
+    completed = run_cli(
+        "eval",
+        "--problem",
+        str(problem),
+        "--solution",
+        str(solution),
+        "--device",
+        "cpu",
+        "--json",
+        timeout=60,
+    )
     assert completed.returncode == 2
     assert completed.stdout == ""
     assert f"{missing} file not found: {absent}" in completed.stderr
@@ -139,8 +160,11 @@ def test_run_evaluates_a_folder_of_solutions_and_prints_a_table(tmp_path, repo_r
     assert completed.returncode == 0, completed.stderr[-3000:]
     out = completed.stdout
     assert out.splitlines()[0].split() == ["problem", "status", "reward", "trials", "seconds"]
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()
-            if line.startswith("builtin/") and "(no solution)" not in line}
+    rows = {
+        line.split()[0]: line.split()[1]
+        for line in out.splitlines()
+        if line.startswith("builtin/") and "(no solution)" not in line
+    }
     assert rows == {"builtin/02_leaky_relu": "ok", "builtin/04_swiglu": "ok"}
     assert "2 evaluated: 2 ok; mean reward 0.500" in out
     assert "had no solution file" in out

@@ -20,7 +20,7 @@ def trial_errors(result: EvalResult) -> list[tuple]:
     return [(t.family, t.max_abs_error, t.max_rel_error, t.mismatch_fraction) for t in result.trials]
 
 
-# -- seeds ----------------------------------------------------------------------------------------------
+# -- seeds -----------------------------------------------------------------------------------------
 
 
 def test_fixed_seed_reproduces_every_trial_error():
@@ -36,17 +36,21 @@ def test_without_a_seed_inputs_differ_between_evaluations():
     """Secret per-evaluation seeds: two runs of the same wrong candidate see different inputs."""
     first = run_eval("relu_wrong", num_trials=3)
     second = evaluate(TINY_RELU, candidate("relu_wrong"), device="cpu", num_trials=3, timeout=60.0)
-    assert {t.max_abs_error for t in task_trials(first)}.isdisjoint({t.max_abs_error for t in task_trials(second)})
+    assert {t.max_abs_error for t in task_trials(first)}.isdisjoint(
+        {t.max_abs_error for t in task_trials(second)}
+    )
 
 
-# -- same-seed convention -------------------------------------------------------------------------------------
+# -- same-seed convention --------------------------------------------------------------------------
 
 
 def test_model_new_declared_like_model_gets_the_same_weights():
     result = run_eval("linear_same_seed", problem=TINY_LINEAR)
     assert result.status == Status.OK, (result.error, result.violations)
     assert all(t.max_abs_error < 1e-5 for t in result.trials)
-    assert result.reference_compute_ops and all("mm" in op or "linear" in op for op in result.reference_compute_ops)
+    assert result.reference_compute_ops and all(
+        "mm" in op or "linear" in op for op in result.reference_compute_ops
+    )
 
 
 def test_consuming_random_numbers_first_gives_other_weights():
@@ -56,7 +60,7 @@ def test_consuming_random_numbers_first_gives_other_weights():
     assert all(not t.passed for t in result.trials)
 
 
-# -- CPU timing -------------------------------------------------------------------------------------------------
+# -- CPU timing ------------------------------------------------------------------------------------
 
 
 def test_cpu_result_has_null_timing_and_says_timing_is_unavailable(honest_result):
@@ -70,8 +74,15 @@ def test_cpu_result_has_null_timing_and_says_timing_is_unavailable(honest_result
 
 
 def test_time_on_cpu_exercises_the_protocol_but_never_pays():
-    result = run_eval("relu_honest", num_trials=1, time_on_cpu=True, timing_reps=4, timing_blocks=2,
-                      warmup_ms=1.0, timing_rechecks=2)
+    result = run_eval(
+        "relu_honest",
+        num_trials=1,
+        time_on_cpu=True,
+        timing_reps=4,
+        timing_blocks=2,
+        warmup_ms=1.0,
+        timing_rechecks=2,
+    )
     assert result.status == Status.OK, result.error
     assert result.timing is not None and result.timing.meaningful is False
     assert result.timing.reference_reps == result.timing.candidate_reps == 4
@@ -81,7 +92,7 @@ def test_time_on_cpu_exercises_the_protocol_but_never_pays():
     assert not any(n.code == "timing_unavailable" for n in result.notices)
 
 
-# -- the Python API ---------------------------------------------------------------------------------------------------
+# -- the Python API --------------------------------------------------------------------------------
 
 
 def test_result_identifies_problem_and_solution(honest_result):

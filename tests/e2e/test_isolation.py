@@ -15,7 +15,7 @@ from tritongym import Status, ViolationCode, evaluate
 
 from .helpers import CANDIDATES, TINY_RELU, kill_all, processes_with, run_cli, run_eval
 
-# -- timeout --------------------------------------------------------------------------------------------
+# -- timeout ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "none"])
@@ -53,7 +53,7 @@ def test_endless_loop_during_import_times_out():
     assert result.trials == []
 
 
-# -- crashed ---------------------------------------------------------------------------------------------------
+# -- crashed ---------------------------------------------------------------------------------------
 
 
 def test_os_exit_in_forward_is_a_crash():
@@ -81,8 +81,18 @@ def test_plainly_spelled_hostile_calls_never_pass(name):
     """os._exit, ctypes.string_at(0), os.kill(getppid()) in plain sight: the static gate may refuse them
     (forbidden_construct) or the process dies (crashed); either way a verdict, never ok."""
     started = time.monotonic()
-    completed = run_cli("eval", "--problem", str(TINY_RELU), "--solution", str(CANDIDATES / f"{name}.py"),
-                        "--device", "cpu", "--trials", "1", "--json")
+    completed = run_cli(
+        "eval",
+        "--problem",
+        str(TINY_RELU),
+        "--solution",
+        str(CANDIDATES / f"{name}.py"),
+        "--device",
+        "cpu",
+        "--trials",
+        "1",
+        "--json",
+    )
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     assert result["status"] in ("crashed", "integrity_violation"), result
@@ -94,8 +104,20 @@ def test_plainly_spelled_hostile_calls_never_pass(name):
 @pytest.mark.sandbox
 def test_killing_its_parent_cannot_kill_the_evaluator():
     """Run through the CLI so that, if the signal ever reached the evaluator, only a subprocess dies."""
-    completed = run_cli("eval", "--problem", str(TINY_RELU), "--solution", str(CANDIDATES / "relu_kill_parent.py"),
-                        "--device", "cpu", "--sandbox", "bwrap", "--trials", "1", "--json")
+    completed = run_cli(
+        "eval",
+        "--problem",
+        str(TINY_RELU),
+        "--solution",
+        str(CANDIDATES / "relu_kill_parent.py"),
+        "--device",
+        "cpu",
+        "--sandbox",
+        "bwrap",
+        "--trials",
+        "1",
+        "--json",
+    )
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
     result = json.loads(completed.stdout)
     assert result["status"] == "crashed"
@@ -103,14 +125,14 @@ def test_killing_its_parent_cannot_kill_the_evaluator():
     assert "killing parent" in result["candidate_log"]
 
 
-# -- isolation of the candidate process -------------------------------------------------------------------------------
+# -- isolation of the candidate process ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def probe():
     result = run_eval("relu_probe_environment", num_trials=1)
     line = next(line for line in result.candidate_log.splitlines() if line.startswith("PROBE "))
-    return result, json.loads(line[len("PROBE "):])
+    return result, json.loads(line[len("PROBE ") :])
 
 
 def test_candidate_runs_in_a_fresh_spawned_process_with_a_scrubbed_environment(probe):
@@ -135,8 +157,9 @@ def test_the_evaluator_never_imports_candidate_code(probe):
 def test_sandboxed_candidate_sees_only_its_job_folder():
     result = run_eval("relu_probe_environment", num_trials=1, sandbox="bwrap")
     assert result.status == Status.OK and result.sandbox == "bwrap"
-    seen = json.loads(next(line for line in result.candidate_log.splitlines()
-                           if line.startswith("PROBE "))[len("PROBE "):])
+    seen = json.loads(
+        next(line for line in result.candidate_log.splitlines() if line.startswith("PROBE "))[len("PROBE ") :]
+    )
     assert seen["cwd"] == "/job" and seen["env"]["HOME"] == "/job"
     assert not any(n.code == "sandbox_disabled" for n in result.notices)
 

@@ -31,7 +31,7 @@ def assert_verdict_shape(result: EvalResult, status: Status) -> None:
         assert result.error
 
 
-# -- ok -------------------------------------------------------------------------------------------------
+# -- ok --------------------------------------------------------------------------------------------
 
 
 def test_ok(honest_result):
@@ -39,7 +39,9 @@ def test_ok(honest_result):
     assert honest_result.error is None and honest_result.violations == []
     trials = task_trials(honest_result)
     assert [t.index for t in trials] == [0, 1]
-    assert all(t.passed and t.max_abs_error == 0.0 and t.mismatch_fraction == 0.0 for t in honest_result.trials)
+    assert all(
+        t.passed and t.max_abs_error == 0.0 and t.mismatch_fraction == 0.0 for t in honest_result.trials
+    )
     assert honest_result.torch_compute_ops == []
     assert honest_result.reference_compute_ops == ["aten::relu"]
 
@@ -57,7 +59,7 @@ def test_ok_with_a_harmless_torch_op_lists_it_but_is_no_fallback():
     assert result.torch_compute_ops == ["aten::mul"]
 
 
-# -- compile_error -----------------------------------------------------------------------------------------
+# -- compile_error ---------------------------------------------------------------------------------
 
 
 def test_compile_error_syntax_is_decided_before_any_process_starts():
@@ -65,7 +67,7 @@ def test_compile_error_syntax_is_decided_before_any_process_starts():
     result = run_eval("relu_syntax_error")
     assert time.monotonic() - started < 2
     assert_verdict_shape(result, Status.COMPILE_ERROR)
-    assert result.error == "SyntaxError: expected ':' (line 8)"
+    assert result.error == "SyntaxError: expected ':' (line 9)"
     assert result.trials == [] and result.candidate_log == ""
 
 
@@ -103,7 +105,7 @@ def test_kernel_that_cannot_compile_is_reported_as_a_runtime_error_under_the_int
     assert 'File "candidate.py", line 27, in forward' in result.error  # the launch site
 
 
-# -- runtime_error ------------------------------------------------------------------------------------------
+# -- runtime_error ---------------------------------------------------------------------------------
 
 
 def test_runtime_error_traceback_has_only_candidate_frames_with_their_lines():
@@ -117,7 +119,7 @@ def test_runtime_error_traceback_has_only_candidate_frames_with_their_lines():
         assert internal not in result.error
 
 
-# -- incorrect -------------------------------------------------------------------------------------------------
+# -- incorrect -------------------------------------------------------------------------------------
 
 
 def test_incorrect_reports_every_trial_with_its_errors():
@@ -135,7 +137,9 @@ def test_incorrect_reports_every_trial_with_its_errors():
         assert "differ beyond atol=0.01, rtol=0.01" in trial.message
     for trial in trials:  # standard normal inputs: about half of the elements are positive, hence wrong
         assert 0.3 < trial.mismatch_fraction < 0.7
-    assert re.match(rf"{len(result.trials)} of {len(result.trials)} trials failed; trial 0: output: ", result.error)
+    assert re.match(
+        rf"{len(result.trials)} of {len(result.trials)} trials failed; trial 0: output: ", result.error
+    )
 
 
 def test_every_trial_uses_fresh_inputs():
@@ -155,7 +159,7 @@ def test_fake_report_on_stdout_is_only_a_log():
     assert result.candidate_log.count(fake) >= 1 + 2 * len(result.trials)  # import + stdout/stderr per call
 
 
-# -- integrity_violation -----------------------------------------------------------------------------------------
+# -- integrity_violation ---------------------------------------------------------------------------
 
 
 def test_no_triton_kernel_is_decided_statically():
@@ -184,7 +188,8 @@ def test_pytorch_fallback_launching_a_kernel_on_a_dummy_tensor():
     assert all(t.passed for t in result.trials)
     assert "aten::relu" in result.torch_compute_ops
     assert [(k.kernel, k.defined_in_candidate, k.last_grid) for k in result.triton_launches] == [
-        ("relu_kernel", True, "(1,)")]
+        ("relu_kernel", True, "(1,)")
+    ]
 
 
 def test_output_aliasing_an_input():
@@ -220,4 +225,4 @@ def test_disabled_check_turns_its_violation_into_a_notice():
     assert any(n.code == "check_disabled" and "[input_mutation]" in n.message for n in result.notices)
 
 
-# -- timeout and crashed: see test_isolation.py (they need process bookkeeping) --------------------------------------
+# -- timeout and crashed: see test_isolation.py (they need process bookkeeping) --------------------

@@ -74,7 +74,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, float):
         return isinstance(b, float) and (a == b or (math.isnan(a) and math.isnan(b)))
     if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
@@ -92,15 +92,34 @@ def make_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int = 0) -> to
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=generator).to(dtype)
 
 
-# -- scalar and container values ---------------------------------------------------------------------
+# -- scalar and container values -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "value",
     [
-        None, True, False, 0, -7, 2**70, "", "héllo ✓", 0.0, -0.0, 1.5, -1e-300, 1e308,
-        float("nan"), float("inf"), float("-inf"),
-        [], (), {}, [1, [2, [3]]], (1, (2.5, "x")), {"a": {"b": [None, (True,)]}},
+        None,
+        True,
+        False,
+        0,
+        -7,
+        2**70,
+        "",
+        "héllo ✓",
+        0.0,
+        -0.0,
+        1.5,
+        -1e-300,
+        1e308,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        [],
+        (),
+        {},
+        [1, [2, [3]]],
+        (1, (2.5, "x")),
+        {"a": {"b": [None, (True,)]}},
     ],
     ids=repr,
 )
@@ -124,11 +143,21 @@ def test_torch_size_arrives_as_a_tuple(pair):
 
 
 def test_wire_dtypes_cover_the_common_precisions():
-    assert {"float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool",
-            "complex64"} <= set(WIRE_DTYPES)
+    assert {
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "int32",
+        "int64",
+        "uint8",
+        "bool",
+        "complex64",
+    } <= set(WIRE_DTYPES)
 
 
-# -- tensors -------------------------------------------------------------------------------------------
+# -- tensors ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 4), (2, 0, 3), (2, 3, 4)], ids=str)
@@ -151,7 +180,7 @@ def test_non_contiguous_and_offset_views_send_only_their_elements(pair):
     sliced = base[1:3, ::2]
     expanded = torch.tensor([1.0, 2.0]).expand(3, 2)
     received = roundtrip(pair, "t", [transposed, sliced, expanded])
-    for original, got in zip([transposed, sliced, expanded], received):
+    for original, got in zip([transposed, sliced, expanded], received, strict=True):
         assert got.is_contiguous()
         assert torch.equal(got, original)
         assert got.untyped_storage().nbytes() == original.numel() * original.element_size()
@@ -182,18 +211,29 @@ def test_large_tensor_over_the_chunk_size(pair):
 
 def tensors() -> st.SearchStrategy[torch.Tensor]:
     shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
-    return st.builds(make_tensor, st.sampled_from(sorted(WIRE_DTYPES.values(), key=str)), shapes,
-                     st.integers(0, 2**31))
+    return st.builds(
+        make_tensor, st.sampled_from(sorted(WIRE_DTYPES.values(), key=str)), shapes, st.integers(0, 2**31)
+    )
 
 
 def wire_values() -> st.SearchStrategy[Any]:
     keys = st.text(min_size=0, max_size=6).filter(lambda k: not (k.startswith("__") and k.endswith("__")))
-    leaves = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
-              | st.text(max_size=8) | tensors() | st.sampled_from(list(WIRE_DTYPES.values())))
+    leaves = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(max_size=8)
+        | tensors()
+        | st.sampled_from(list(WIRE_DTYPES.values()))
+    )
     return st.recursive(
         leaves,
-        lambda children: (st.lists(children, max_size=4) | st.lists(children, max_size=4).map(tuple)
-                          | st.dictionaries(keys, children, max_size=4)),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.lists(children, max_size=4).map(tuple)
+            | st.dictionaries(keys, children, max_size=4)
+        ),
         max_leaves=12,
     )
 
@@ -208,7 +248,7 @@ def test_nested_structures_round_trip(pair, value):
         assert same(value, received), (value, received)
 
 
-# -- what cannot be sent ------------------------------------------------------------------------------------
+# -- what cannot be sent ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -232,12 +272,14 @@ def test_unsendable_values_raise_type_error_before_writing(pair, payload, messag
 
 
 def test_unsupported_tensor_dtype_is_refused(pair):
-    unsupported = next(d for d in (getattr(torch, "uint16", None), torch.complex32, torch.quint8) if d is not None)
+    unsupported = next(
+        d for d in (getattr(torch, "uint16", None), torch.complex32, torch.quint8) if d is not None
+    )
     with pytest.raises(TypeError, match="cannot send"):
         pair[0].send("bad", torch.empty(2, dtype=unsupported))
 
 
-# -- malformed frames -------------------------------------------------------------------------------------
+# -- malformed frames ------------------------------------------------------------------------------
 
 
 def raw_frame(header: bytes | dict, *blobs: bytes) -> bytes:
@@ -297,11 +339,30 @@ def tensor_ref(index: Any = 0, dtype: Any = "float32", shape: Any = (4,)) -> dic
         (raw_frame(header(tensor_ref(shape=[2.0, 2]), [16]), b"\0" * 16), "bad tensor shape"),
     ],
     ids=[
-        "bad-json", "not-utf8", "header-not-object", "wrong-version", "no-kind", "kind-not-str",
-        "blobs-not-list", "negative-blob", "float-blob", "unknown-tag", "nested-unknown-tag",
-        "bad-special-float", "unknown-dtype-tag", "tuple-not-list", "blob-too-small", "blob-too-large",
-        "missing-blob", "no-blobs-at-all", "negative-blob-index", "string-blob-index", "bad-tensor-dtype",
-        "negative-dim", "shape-not-list", "float-dim",
+        "bad-json",
+        "not-utf8",
+        "header-not-object",
+        "wrong-version",
+        "no-kind",
+        "kind-not-str",
+        "blobs-not-list",
+        "negative-blob",
+        "float-blob",
+        "unknown-tag",
+        "nested-unknown-tag",
+        "bad-special-float",
+        "unknown-dtype-tag",
+        "tuple-not-list",
+        "blob-too-small",
+        "blob-too-large",
+        "missing-blob",
+        "no-blobs-at-all",
+        "negative-blob-index",
+        "string-blob-index",
+        "bad-tensor-dtype",
+        "negative-dim",
+        "shape-not-list",
+        "float-dim",
     ],
 )
 def test_malformed_frames_raise_protocol_error(frame, match):
@@ -356,7 +417,7 @@ def test_a_slow_partial_frame_still_times_out(pair):
     def trickle():
         for index in range(len(frame)):
             try:
-                sender.sock.sendall(frame[index:index + 1])
+                sender.sock.sendall(frame[index : index + 1])
             except OSError:
                 return
             time.sleep(0.02)

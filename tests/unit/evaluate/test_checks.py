@@ -34,19 +34,27 @@ def codes(violations: list[Violation]) -> list[str]:
     return [str(v.code) for v in violations]
 
 
-# -- parsing ------------------------------------------------------------------------------------------------
+# -- parsing ---------------------------------------------------------------------------------------
 
 
 def test_parse_builds_typed_evidence():
-    evidence = CallEvidence.parse(evidence_dict(
-        launches=[{"kernel": "k1", "candidate": True, "grid": "(2, 1)"},
-                  {"kernel": "lib", "candidate": False, "grid": "<callable>"}],
-        compute_ops=["aten::mul"],
-        outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}],
-        mutated_inputs=[0, 2],
-        threads_before=1, threads_after=3,
-    ))
-    assert evidence.launches == (LaunchEvidence("k1", True, "(2, 1)"), LaunchEvidence("lib", False, "<callable>"))
+    evidence = CallEvidence.parse(
+        evidence_dict(
+            launches=[
+                {"kernel": "k1", "candidate": True, "grid": "(2, 1)"},
+                {"kernel": "lib", "candidate": False, "grid": "<callable>"},
+            ],
+            compute_ops=["aten::mul"],
+            outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}],
+            mutated_inputs=[0, 2],
+            threads_before=1,
+            threads_after=3,
+        )
+    )
+    assert evidence.launches == (
+        LaunchEvidence("k1", True, "(2, 1)"),
+        LaunchEvidence("lib", False, "<callable>"),
+    )
     assert evidence.compute_ops == ("aten::mul",)
     assert evidence.outputs == (OutputEvidence(plain=False, from_kernel=False, aliases="input"),)
     assert evidence.mutated_inputs == (0, 2)
@@ -106,7 +114,7 @@ def test_malformed_evidence_is_a_protocol_error(data):
         CallEvidence.parse(copy.deepcopy(data))
 
 
-# -- the individual checks ------------------------------------------------------------------------------------
+# -- the individual checks -------------------------------------------------------------------------
 
 
 def test_honest_evidence_passes_every_check():
@@ -121,23 +129,35 @@ def test_no_launch_at_all():
 
 
 def test_only_foreign_kernels_launched_are_named():
-    evidence = honest(launches=[{"kernel": "lib_b", "candidate": False, "grid": "(1,)"},
-                                {"kernel": "lib_a", "candidate": False, "grid": "(1,)"},
-                                {"kernel": "lib_a", "candidate": False, "grid": "(2,)"}])
+    evidence = honest(
+        launches=[
+            {"kernel": "lib_b", "candidate": False, "grid": "(1,)"},
+            {"kernel": "lib_a", "candidate": False, "grid": "(1,)"},
+            {"kernel": "lib_a", "candidate": False, "grid": "(2,)"},
+        ]
+    )
     violation = checks.check_triton_launched(evidence)
     assert violation.code == ViolationCode.NO_TRITON_LAUNCH
     assert "kernels defined elsewhere: lib_a, lib_b" in violation.message
 
 
 def test_one_own_launch_among_foreign_ones_is_enough():
-    evidence = honest(launches=[{"kernel": "lib", "candidate": False, "grid": "(1,)"},
-                                {"kernel": "mine", "candidate": True, "grid": "(1,)"}])
+    evidence = honest(
+        launches=[
+            {"kernel": "lib", "candidate": False, "grid": "(1,)"},
+            {"kernel": "mine", "candidate": True, "grid": "(1,)"},
+        ]
+    )
     assert checks.check_triton_launched(evidence) is None
 
 
 def test_output_not_from_kernel_names_the_output():
-    evidence = honest(outputs=[{"plain": True, "from_kernel": True, "aliases": None},
-                               {"plain": True, "from_kernel": False, "aliases": None}])
+    evidence = honest(
+        outputs=[
+            {"plain": True, "from_kernel": True, "aliases": None},
+            {"plain": True, "from_kernel": False, "aliases": None},
+        ]
+    )
     violation = checks.check_output_from_kernel(evidence)
     assert violation.code == ViolationCode.OUTPUT_NOT_FROM_KERNEL
     assert violation.message.startswith("output 1 was not written")
@@ -168,8 +188,9 @@ def test_pytorch_fallback(candidate_ops, reference_ops, fallback):
 
 
 def test_fallback_message_lists_the_canonical_reference_ops():
-    violation = checks.check_no_pytorch_fallback(honest(compute_ops=["aten::mm", "aten::relu_"]),
-                                                 ["aten::addmm", "aten::relu"])
+    violation = checks.check_no_pytorch_fallback(
+        honest(compute_ops=["aten::mm", "aten::relu_"]), ["aten::addmm", "aten::relu"]
+    )
     assert "(aten::matmul, aten::relu)" in violation.message
 
 
@@ -182,21 +203,26 @@ def test_input_mutation_lists_the_inputs():
 
 @pytest.mark.parametrize("what", ["input", "parameter"])
 def test_output_aliasing(what):
-    violation = checks.check_output_not_aliased(honest(outputs=[{"plain": True, "from_kernel": True,
-                                                                  "aliases": what}]))
+    violation = checks.check_output_not_aliased(
+        honest(outputs=[{"plain": True, "from_kernel": True, "aliases": what}])
+    )
     assert violation.code == ViolationCode.OUTPUT_ALIASES_INPUT
     assert violation.message == f"output 0 shares memory with an {what}; return a new tensor"
 
 
 def test_output_not_plain():
-    violation = checks.check_output_plain(honest(outputs=[{"plain": False, "from_kernel": True, "aliases": None}]))
+    violation = checks.check_output_plain(
+        honest(outputs=[{"plain": False, "from_kernel": True, "aliases": None}])
+    )
     assert violation.code == ViolationCode.OUTPUT_NOT_PLAIN_TENSOR
     assert checks.check_output_plain(honest()) is None
 
 
 def test_checks_report_the_first_offending_output_only():
-    outputs = [{"plain": False, "from_kernel": False, "aliases": "input"},
-               {"plain": False, "from_kernel": False, "aliases": "parameter"}]
+    outputs = [
+        {"plain": False, "from_kernel": False, "aliases": "input"},
+        {"plain": False, "from_kernel": False, "aliases": "parameter"},
+    ]
     found = checks.run_call_checks(honest(outputs=outputs), [])
     assert [v.message.split(" ")[1] for v in found] == ["0", "0", "0"]
 
@@ -209,16 +235,26 @@ def test_run_call_checks_collects_every_violation_in_a_fixed_order():
         mutated_inputs=[0],
     )
     found = codes(checks.run_call_checks(evidence, ["aten::relu"]))
-    expected = ["no_triton_launch", "output_not_from_kernel", "pytorch_fallback", "input_mutation",
-                "output_aliases_input", "output_not_plain_tensor"]
+    expected = [
+        "no_triton_launch",
+        "output_not_from_kernel",
+        "pytorch_fallback",
+        "input_mutation",
+        "output_aliases_input",
+        "output_not_plain_tensor",
+    ]
     assert sorted(found) == sorted(expected)
     assert [c for c in found if c in expected] == expected  # relative order is stable
     assert codes(checks.run_call_checks(evidence, ["aten::relu"])) == found
 
 
 def test_every_check_returns_a_violation_or_none_and_never_raises():
-    worst = honest(launches=[], compute_ops=["aten::relu"], mutated_inputs=[0, 1, 2],
-                   outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}] * 3)
+    worst = honest(
+        launches=[],
+        compute_ops=["aten::relu"],
+        mutated_inputs=[0, 1, 2],
+        outputs=[{"plain": False, "from_kernel": False, "aliases": "input"}] * 3,
+    )
     for violation in checks.run_call_checks(worst, ["aten::relu"]):
         assert isinstance(violation, Violation)
         assert violation.code in {c.value for c in ViolationCode}

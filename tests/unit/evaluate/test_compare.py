@@ -24,16 +24,24 @@ def test_identical_outputs_pass_with_zero_errors():
     result = compare_outputs(x, x.clone(), DEFAULT)
     assert result.passed
     assert (result.max_abs_error, result.max_rel_error, result.mismatch_fraction, result.message) == (
-        0.0, 0.0, 0.0, None)
+        0.0,
+        0.0,
+        0.0,
+        None,
+    )
 
 
-# -- structure, shape, dtype ------------------------------------------------------------------------------
+# -- structure, shape, dtype -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("expected", "actual", "fragment"),
     [
-        (torch.zeros(2), (torch.zeros(2),), "output structure differs: expected tensor, got ('tuple', ('tensor',))"),
+        (
+            torch.zeros(2),
+            (torch.zeros(2),),
+            "output structure differs: expected tensor, got ('tuple', ('tensor',))",
+        ),
         ((torch.zeros(2), torch.zeros(2)), (torch.zeros(2),), "output structure differs"),
         ((torch.zeros(2),), [torch.zeros(2)], "expected ('tuple', ('tensor',)), got ('list', ('tensor',))"),
         (torch.zeros(2), None, "expected tensor, got NoneType"),
@@ -49,7 +57,9 @@ def test_structure_mismatch(expected, actual, fragment):
 
 
 def test_shape_mismatch_names_the_path_and_both_shapes():
-    result = compare_outputs((torch.zeros(2), torch.zeros(3, 4)), (torch.zeros(2), torch.zeros(4, 3)), DEFAULT)
+    result = compare_outputs(
+        (torch.zeros(2), torch.zeros(3, 4)), (torch.zeros(2), torch.zeros(4, 3)), DEFAULT
+    )
     assert not result.passed
     assert result.message == "output[1]: shape mismatch: expected (3, 4), got (4, 3)"
 
@@ -61,11 +71,18 @@ def test_broadcastable_shape_is_still_a_mismatch():
 
 @pytest.mark.parametrize(
     ("expected_dtype", "actual_dtype"),
-    [(torch.float32, torch.float64), (torch.float32, torch.float16), (torch.int64, torch.int32),
-     (torch.float32, torch.int32), (torch.bool, torch.uint8)],
+    [
+        (torch.float32, torch.float64),
+        (torch.float32, torch.float16),
+        (torch.int64, torch.int32),
+        (torch.float32, torch.int32),
+        (torch.bool, torch.uint8),
+    ],
 )
 def test_dtype_must_match_exactly(expected_dtype, actual_dtype):
-    result = compare_outputs(torch.zeros(2, dtype=expected_dtype), torch.zeros(2, dtype=actual_dtype), DEFAULT)
+    result = compare_outputs(
+        torch.zeros(2, dtype=expected_dtype), torch.zeros(2, dtype=actual_dtype), DEFAULT
+    )
     assert not result.passed
     assert result.message == f"output: dtype mismatch: expected {expected_dtype}, got {actual_dtype}"
 
@@ -83,7 +100,7 @@ def test_non_tensor_leaves_compare_by_value():
     assert compare_outputs(float("nan"), float("nan"), DEFAULT).passed
 
 
-# -- NaN and Inf ----------------------------------------------------------------------------------------
+# -- NaN and Inf -----------------------------------------------------------------------------------
 
 
 NAN, INF = float("nan"), float("inf")
@@ -101,8 +118,16 @@ NAN, INF = float("nan"), float("inf")
         ([1e30, 0.0], [INF, 0.0], False, 1),  # overflow is not "close"
         ([NAN, NAN, 1.0, 2.0], [0.0, 0.0, 1.0, 2.0], False, 2),
     ],
-    ids=["same-positions", "nan-missing", "nan-extra", "inf-sign", "inf-vs-nan", "nan-vs-inf", "overflow",
-         "two-nans"],
+    ids=[
+        "same-positions",
+        "nan-missing",
+        "nan-extra",
+        "inf-sign",
+        "inf-vs-nan",
+        "nan-vs-inf",
+        "overflow",
+        "two-nans",
+    ],
 )
 def test_nan_and_inf_positions_must_agree(expected, actual, passed, mismatches):
     result = compare_outputs(torch.tensor(expected), torch.tensor(actual), tol(1e6, 1e6))
@@ -121,7 +146,7 @@ def test_errors_are_measured_over_finite_elements_only():
     assert result.max_abs_error == 0.5 and result.max_rel_error == 0.5
 
 
-# -- tolerance boundary ---------------------------------------------------------------------------------
+# -- tolerance boundary ----------------------------------------------------------------------------
 
 
 def test_boundary_is_inclusive_at_exactly_atol_plus_rtol_times_expected():
@@ -154,9 +179,15 @@ def test_zero_expected_uses_atol_alone():
 
 def test_default_tolerance_is_one_percent_both_ways():
     expected = torch.tensor([100.0, 0.0], dtype=torch.float64)
-    assert compare_outputs(expected, expected + torch.tensor([1.0, 0.01], dtype=torch.float64), DEFAULT).passed
-    assert not compare_outputs(expected, expected + torch.tensor([1.02, 0.0], dtype=torch.float64), DEFAULT).passed
-    assert not compare_outputs(expected, expected + torch.tensor([0.0, 0.0101], dtype=torch.float64), DEFAULT).passed
+    assert compare_outputs(
+        expected, expected + torch.tensor([1.0, 0.01], dtype=torch.float64), DEFAULT
+    ).passed
+    assert not compare_outputs(
+        expected, expected + torch.tensor([1.02, 0.0], dtype=torch.float64), DEFAULT
+    ).passed
+    assert not compare_outputs(
+        expected, expected + torch.tensor([0.0, 0.0101], dtype=torch.float64), DEFAULT
+    ).passed
 
 
 def test_tolerance_is_looked_up_per_output_dtype():
@@ -167,8 +198,12 @@ def test_tolerance_is_looked_up_per_output_dtype():
         return Tolerance(0.5, 0.0) if dtype == torch.float16 else Tolerance(0.0, 0.0)
 
     expected = (torch.zeros(1, dtype=torch.float16), torch.zeros(1))
-    assert compare_outputs(expected, (torch.full((1,), 0.25, dtype=torch.float16), torch.zeros(1)), rule).passed
-    assert not compare_outputs(expected, (torch.zeros(1, dtype=torch.float16), torch.full((1,), 0.25)), rule).passed
+    assert compare_outputs(
+        expected, (torch.full((1,), 0.25, dtype=torch.float16), torch.zeros(1)), rule
+    ).passed
+    assert not compare_outputs(
+        expected, (torch.zeros(1, dtype=torch.float16), torch.full((1,), 0.25)), rule
+    ).passed
     assert set(seen) == {torch.float16, torch.float32}
 
 
@@ -186,7 +221,7 @@ def test_complex_outputs_use_the_complex_modulus():
     assert not compare_outputs(expected, torch.tensor([3 + 5j], dtype=torch.complex64), tol(0.0, 0.1)).passed
 
 
-# -- integers and booleans --------------------------------------------------------------------------------
+# -- integers and booleans -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
@@ -210,7 +245,7 @@ def test_booleans_must_match_exactly():
     assert "first at (1, 0)" in result.message
 
 
-# -- reported figures ---------------------------------------------------------------------------------------
+# -- reported figures ------------------------------------------------------------------------------
 
 
 def test_error_figures_on_hand_made_tensors():

@@ -56,7 +56,10 @@ def test_options_error_is_a_value_error_and_a_tritongym_error():
         ({"timing_reps": 0}, "timing_reps must be an integer >= 1"),
         ({"timing_blocks": 0}, "timing_blocks must be an integer >= 1"),
         ({"max_processes": 4}, "max_processes must be an integer >= 8, got 4"),
-        ({"timing_reps": 2, "timing_blocks": 3}, "timing_blocks cannot exceed timing_reps; lower timing_blocks"),
+        (
+            {"timing_reps": 2, "timing_blocks": 3},
+            "timing_blocks cannot exceed timing_reps; lower timing_blocks",
+        ),
         ({"reward": {"correct_weight": 1.0}}, "reward must be a RewardConfig"),
     ],
     ids=lambda value: str(value) if isinstance(value, dict) else "",
@@ -73,8 +76,19 @@ def test_replace_revalidates():
 
 
 def test_valid_edge_values_are_accepted():
-    options = EvalOptions(timeout=0.5, atol=0.0, rtol=0, num_trials=1, max_processes=8, timing_reps=1,
-                          timing_blocks=1, device="cpu", sandbox="none", tolerance="strict", seed=0)
+    options = EvalOptions(
+        timeout=0.5,
+        atol=0.0,
+        rtol=0,
+        num_trials=1,
+        max_processes=8,
+        timing_reps=1,
+        timing_blocks=1,
+        device="cpu",
+        sandbox="none",
+        tolerance="strict",
+        seed=0,
+    )
     assert options.atol == 0.0 and options.seed == 0
 
 
@@ -84,7 +98,7 @@ def test_disabled_checks_are_normalised_to_code_strings():
     assert all(type(code) is str for code in options.disabled_checks)
 
 
-# -- tolerance presets --------------------------------------------------------------------------------------
+# -- tolerance presets -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])

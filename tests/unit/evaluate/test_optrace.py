@@ -29,9 +29,22 @@ def test_op_name_drops_the_overload():
 
 @pytest.mark.parametrize(
     "op",
-    [aten.add.Tensor, aten.mul.Tensor, aten.relu.default, aten.relu_.default, aten.mm.default,
-     aten.addmm.default, aten.sum.dim_IntList, aten.exp.default, aten.where.self, aten.gelu.default,
-     aten._softmax.default, aten.convolution.default, aten.cumsum.default, aten.max.dim],
+    [
+        aten.add.Tensor,
+        aten.mul.Tensor,
+        aten.relu.default,
+        aten.relu_.default,
+        aten.mm.default,
+        aten.addmm.default,
+        aten.sum.dim_IntList,
+        aten.exp.default,
+        aten.where.self,
+        aten.gelu.default,
+        aten._softmax.default,
+        aten.convolution.default,
+        aten.cumsum.default,
+        aten.max.dim,
+    ],
     ids=str,
 )
 def test_arithmetic_ops_are_compute(op):
@@ -40,11 +53,29 @@ def test_arithmetic_ops_are_compute(op):
 
 @pytest.mark.parametrize(
     "op",
-    [aten.view.default, aten.t.default, aten.transpose.int, aten.permute.default, aten.expand.default,
-     aten.slice.Tensor, aten.unsqueeze.default, aten.select.int,
-     aten.empty.memory_format, aten.empty_like.default, aten.zeros.default, aten.full.default,
-     aten.fill_.Scalar, aten.zero_.default, aten.clone.default, aten.copy_.default, aten._to_copy.default,
-     aten.detach.default, aten.lift_fresh.default, aten._local_scalar_dense.default, aten.alias.default],
+    [
+        aten.view.default,
+        aten.t.default,
+        aten.transpose.int,
+        aten.permute.default,
+        aten.expand.default,
+        aten.slice.Tensor,
+        aten.unsqueeze.default,
+        aten.select.int,
+        aten.empty.memory_format,
+        aten.empty_like.default,
+        aten.zeros.default,
+        aten.full.default,
+        aten.fill_.Scalar,
+        aten.zero_.default,
+        aten.clone.default,
+        aten.copy_.default,
+        aten._to_copy.default,
+        aten.detach.default,
+        aten.lift_fresh.default,
+        aten._local_scalar_dense.default,
+        aten.alias.default,
+    ],
     ids=str,
 )
 def test_views_allocations_fills_and_copies_are_not_compute(op):
@@ -99,7 +130,7 @@ def test_covers_reference(candidate, reference, covers):
     assert covers_reference(candidate, reference) is covers
 
 
-# -- tracing real forwards ----------------------------------------------------------------------------------
+# -- tracing real forwards -------------------------------------------------------------------------
 
 
 def trace(fn, *args):

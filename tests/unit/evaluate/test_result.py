@@ -21,7 +21,15 @@ from tritongym.evaluator.result import (
 )
 from tritongym.evaluator.reward import RewardConfig, compute_reward
 
-CONTRACT_STATUSES = ["ok", "compile_error", "runtime_error", "incorrect", "integrity_violation", "timeout", "crashed"]
+CONTRACT_STATUSES = [
+    "ok",
+    "compile_error",
+    "runtime_error",
+    "incorrect",
+    "integrity_violation",
+    "timeout",
+    "crashed",
+]
 
 
 def full_result(**overrides) -> EvalResult:
@@ -35,15 +43,41 @@ def full_result(**overrides) -> EvalResult:
         torch_compute_ops=["aten::mul", "aten::add"],
         reference_compute_ops=["aten::relu"],
         speedup=1.5,
-        timing=TimingReport(method="cuda_events", device_name="H100", reference_median_ms=1.5,
-                            candidate_median_ms=1.0, reference_reps=30, candidate_reps=30,
-                            reference_host_median_ms=1.6, candidate_host_median_ms=1.1, meaningful=True),
+        timing=TimingReport(
+            method="cuda_events",
+            device_name="H100",
+            reference_median_ms=1.5,
+            candidate_median_ms=1.0,
+            reference_reps=30,
+            candidate_reps=30,
+            reference_host_median_ms=1.6,
+            candidate_host_median_ms=1.1,
+            meaningful=True,
+        ),
         coverage=0.75,
-        trials=[TrialReport(index=0, family="get_inputs", passed=True, max_abs_error=1e-7, max_rel_error=2e-7,
-                            mismatch_fraction=0.0, message=None),
-                TrialReport(index=1, family="get_inputs", passed=False, max_abs_error=0.5, max_rel_error=1.0,
-                            mismatch_fraction=0.25, message="output: 1 of 4 elements differ")],
-        triton_launches=[KernelLaunches(kernel="relu_kernel", defined_in_candidate=True, launches=2, last_grid="(4,)")],
+        trials=[
+            TrialReport(
+                index=0,
+                family="get_inputs",
+                passed=True,
+                max_abs_error=1e-7,
+                max_rel_error=2e-7,
+                mismatch_fraction=0.0,
+                message=None,
+            ),
+            TrialReport(
+                index=1,
+                family="get_inputs",
+                passed=False,
+                max_abs_error=0.5,
+                max_rel_error=1.0,
+                mismatch_fraction=0.25,
+                message="output: 1 of 4 elements differ",
+            ),
+        ],
+        triton_launches=[
+            KernelLaunches(kernel="relu_kernel", defined_in_candidate=True, launches=2, last_grid="(4,)")
+        ],
         device="cuda",
         sandbox="bwrap",
         problem_id="builtin/02_leaky_relu",
@@ -56,7 +90,7 @@ def full_result(**overrides) -> EvalResult:
     return EvalResult(**fields)
 
 
-# -- enums ------------------------------------------------------------------------------------------------
+# -- enums -----------------------------------------------------------------------------------------
 
 
 def test_status_values_are_exactly_the_contract_strings():
@@ -83,12 +117,21 @@ def test_correct_is_derived_from_status(status):
     assert EvalResult(status=status).correct is (status == Status.OK)
 
 
-# -- serialisation ----------------------------------------------------------------------------------------
+# -- serialisation ---------------------------------------------------------------------------------
 
 
 def test_to_dict_has_every_contract_key_with_json_types():
     data = full_result().to_dict()
-    for key in ("status", "correct", "reward", "violations", "torch_compute_ops", "speedup", "timing", "error"):
+    for key in (
+        "status",
+        "correct",
+        "reward",
+        "violations",
+        "torch_compute_ops",
+        "speedup",
+        "timing",
+        "error",
+    ):
         assert key in data
     assert data["status"] == "ok" and type(data["status"]) is str
     assert data["correct"] is True
@@ -147,7 +190,7 @@ def test_summary_is_readable():
     assert "{" not in text.splitlines()[0]
 
 
-# -- reward -------------------------------------------------------------------------------------------------
+# -- reward ----------------------------------------------------------------------------------------
 
 
 def ok(speedup=None, timing=None, coverage=None) -> EvalResult:
@@ -155,14 +198,32 @@ def ok(speedup=None, timing=None, coverage=None) -> EvalResult:
 
 
 def meaningful_timing(meaningful: bool = True) -> TimingReport:
-    return TimingReport(method="m", device_name="d", reference_median_ms=2.0, candidate_median_ms=1.0,
-                        reference_reps=3, candidate_reps=3, meaningful=meaningful)
+    return TimingReport(
+        method="m",
+        device_name="d",
+        reference_median_ms=2.0,
+        candidate_median_ms=1.0,
+        reference_reps=3,
+        candidate_reps=3,
+        meaningful=meaningful,
+    )
 
 
 @pytest.mark.parametrize(
     ("speedup", "reward"),
-    [(None, 0.5), (0.0, 0.5), (0.5, 0.75), (1.0, 1.0), (2.0, 1.5), (3.0, 2.0), (3.5, 2.0), (1e9, 2.0),
-     (-2.0, 0.5), (math.inf, 0.5), (math.nan, 0.5)],
+    [
+        (None, 0.5),
+        (0.0, 0.5),
+        (0.5, 0.75),
+        (1.0, 1.0),
+        (2.0, 1.5),
+        (3.0, 2.0),
+        (3.5, 2.0),
+        (1e9, 2.0),
+        (-2.0, 0.5),
+        (math.inf, 0.5),
+        (math.nan, 0.5),
+    ],
 )
 def test_default_reward_is_half_correct_plus_half_capped_speedup(speedup, reward):
     """Issue formula: 0.5*correct + 0.5*min(speedup, 3) (negative and non-finite speedups add nothing)."""
@@ -188,7 +249,9 @@ def test_speedup_from_timing_marked_not_meaningful_is_ignored():
 
 def test_reward_weights_and_cap_are_configurable():
     config = RewardConfig(correct_weight=1.0, speedup_weight=2.0, speedup_cap=1.5, coverage_weight=0.0)
-    assert compute_reward(ok(speedup=4.0, timing=meaningful_timing(), coverage=1.0), config) == 1.0 + 2.0 * 1.5
+    assert (
+        compute_reward(ok(speedup=4.0, timing=meaningful_timing(), coverage=1.0), config) == 1.0 + 2.0 * 1.5
+    )
 
 
 def test_coverage_term_is_clipped_to_one():

@@ -18,18 +18,21 @@ MODEL_NEW = "\nclass ModelNew:\n    pass\n"
 
 def test_honest_solution_file_is_clean(fixtures_dir):
     report = inspect_source((fixtures_dir / "candidates" / "relu_honest.py").read_text())
-    assert report == StaticReport(syntax_error=None, defines_model_new=True, triton_kernels=("relu_kernel",),
-                                  findings=())
+    assert report == StaticReport(
+        syntax_error=None, defines_model_new=True, triton_kernels=("relu_kernel",), findings=()
+    )
 
 
 def test_syntax_error_reports_message_and_line():
-    report = inspect_source(src("""
+    report = inspect_source(
+        src("""
         import triton
 
         class ModelNew:
             def forward(self, x)
                 return x
-    """))
+    """)
+    )
     assert report.syntax_error == "SyntaxError: expected ':' (line 4)"
     assert not report.defines_model_new and report.triton_kernels == ()
 
@@ -71,8 +74,16 @@ def test_model_new_must_be_defined_at_module_level(source, defined):
         "import triton\n@triton.autotune(configs=[], key=[])\n@triton.jit(do_not_specialize=[0])\n"
         "def kernel(x):\n    pass\n",
     ],
-    ids=["triton.jit", "triton.jit(...)", "triton.jit()", "from-import-jit", "tl.jit", "autotune+jit",
-         "heuristics+jit", "autotune+jit(...)"],
+    ids=[
+        "triton.jit",
+        "triton.jit(...)",
+        "triton.jit()",
+        "from-import-jit",
+        "tl.jit",
+        "autotune+jit",
+        "heuristics+jit",
+        "autotune+jit(...)",
+    ],
 )
 def test_triton_jit_spellings_are_recognised(source):
     report = inspect_source(source + MODEL_NEW)
@@ -96,7 +107,8 @@ def test_functions_without_triton_jit_are_not_kernels(source):
 
 
 def test_every_kernel_is_listed_including_nested_ones():
-    report = inspect_source(src("""
+    report = inspect_source(
+        src("""
         import triton
 
         @triton.jit
@@ -112,12 +124,14 @@ def test_every_kernel_is_listed_including_nested_ones():
         @triton.jit
         def last(x):
             pass
-    """))
+    """)
+    )
     assert sorted(report.triton_kernels) == ["first", "inner", "last"]
 
 
 def test_try_except_is_reported_as_a_finding_not_a_failure():
-    report = inspect_source(src("""
+    report = inspect_source(
+        src("""
         import triton
 
         @triton.jit
@@ -130,7 +144,8 @@ def test_try_except_is_reported_as_a_finding_not_a_failure():
                     return kernel(x)
                 except Exception:
                     return x
-    """))
+    """)
+    )
     assert report.syntax_error is None and report.defines_model_new and report.triton_kernels == ("kernel",)
     assert len(report.findings) == 1
     assert "try/except" in report.findings[0]

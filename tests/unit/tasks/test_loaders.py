@@ -25,7 +25,7 @@ from tritongym.tasks import (
     problem_from_row,
 )
 
-TINY = '''import torch
+TINY = """import torch
 import torch.nn as nn
 
 
@@ -40,7 +40,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def tiny(factor: int = 2) -> str:
@@ -51,7 +51,7 @@ def row(level, problem_id, name, factor=2):
     return {"code": tiny(factor), "level": level, "problem_id": problem_id, "name": name}
 
 
-# -- single file ---------------------------------------------------------------------------------
+# -- single file -----------------------------------------------------------------------------------
 
 
 def test_load_problem_file_outside_a_level_folder(tmp_path):
@@ -59,7 +59,11 @@ def test_load_problem_file_outside_a_level_folder(tmp_path):
     path.write_text(tiny())
     problem = load_problem_file(path)
     assert (problem.name, problem.problem_id, problem.level, problem.origin) == (
-        "my_task", "my_task", None, str(path))
+        "my_task",
+        "my_task",
+        None,
+        str(path),
+    )
     assert problem.source == tiny()
 
 
@@ -120,8 +124,12 @@ def kernelbench_checkout(tmp_path, kernelbench_rows) -> Path:
 def test_kernelbench_checkout_root_loads_in_level_then_numeric_order(kernelbench_checkout, kernelbench_rows):
     problems = load_kernelbench_dir(kernelbench_checkout)
     assert [p.problem_id for p in problems] == [
-        "kernelbench/level1/1", "kernelbench/level1/2", "kernelbench/level1/10", "kernelbench/level1/19",
-        "kernelbench/level2/3", "kernelbench/level2/12",
+        "kernelbench/level1/1",
+        "kernelbench/level1/2",
+        "kernelbench/level1/10",
+        "kernelbench/level1/19",
+        "kernelbench/level2/3",
+        "kernelbench/level2/12",
     ]
     by_key = {(r["level"], r["problem_id"]): r for r in kernelbench_rows}
     for problem in problems:
@@ -179,13 +187,17 @@ def test_kernelbench_dir_reports_the_broken_file(tmp_path):
         load_kernelbench_dir(folder)
 
 
-# -- Hugging Face rows -------------------------------------------------------------------------------
+# -- Hugging Face rows -----------------------------------------------------------------------------
 
 
 def test_problem_from_row_maps_the_columns():
     problem = problem_from_row(row(1, 19, "19_ReLU.py"), origin="data:3")
     assert (problem.problem_id, problem.name, problem.level, problem.origin) == (
-        "kernelbench/level1/19", "19_ReLU", 1, "data:3")
+        "kernelbench/level1/19",
+        "19_ReLU",
+        1,
+        "data:3",
+    )
     assert problem.source == tiny()
 
 
@@ -220,7 +232,11 @@ def test_jsonl_rows_load_in_file_order_with_origins(tmp_path):
     path = write_jsonl(tmp_path / "rows.jsonl", ROWS, blank_lines=True)
     problems = load_hf_rows(path)
     assert [p.problem_id for p in problems] == [
-        "kernelbench/level1/1", "kernelbench/level2/5", "kernelbench/level1/2", "kernelbench/level3/9"]
+        "kernelbench/level1/1",
+        "kernelbench/level2/5",
+        "kernelbench/level1/2",
+        "kernelbench/level3/9",
+    ]
     assert [p.source for p in problems] == [r["code"] for r in ROWS]
     assert problems[0].origin.startswith(str(path))
     assert load_hf_rows(str(path), levels=[1])[1].name == "2_C"
@@ -249,7 +265,8 @@ def test_parquet_rows_match_jsonl_rows(tmp_path):
     from_parquet = load_hf_rows(path)
     from_jsonl = load_hf_rows(write_jsonl(tmp_path / "rows.jsonl", ROWS))
     assert [(p.problem_id, p.name, p.level, p.content_hash) for p in from_parquet] == [
-        (p.problem_id, p.name, p.level, p.content_hash) for p in from_jsonl]
+        (p.problem_id, p.name, p.level, p.content_hash) for p in from_jsonl
+    ]
     assert [p.name for p in load_hf_rows(path, levels=[3])] == ["9_D"]
     assert all(p.origin.startswith(str(path)) for p in from_parquet)
 
@@ -307,7 +324,7 @@ def test_load_hf_dataset_reads_every_split_through_load_hf_rows(monkeypatch):
     assert [p.problem_id for p in problems] == ["kernelbench/level2/3", "kernelbench/level2/4"]
 
 
-# -- load_problems dispatch ----------------------------------------------------------------------------
+# -- load_problems dispatch ------------------------------------------------------------------------
 
 
 def test_load_problems_dispatches_on_the_spec(tmp_path, kernelbench_checkout):
@@ -328,8 +345,11 @@ def test_load_problems_dispatches_on_the_spec(tmp_path, kernelbench_checkout):
 
 
 def test_load_problems_error_messages(tmp_path):
-    with pytest.raises(ProblemError, match=r"no such problem source: .*nothing.*expected 'builtin', a .py, "
-                                           r".jsonl or .parquet file, or a folder"):
+    with pytest.raises(
+        ProblemError,
+        match=r"no such problem source: .*nothing.*expected 'builtin', a .py, "
+        r".jsonl or .parquet file, or a folder",
+    ):
         load_problems(tmp_path / "nothing")
     existing = tmp_path / "problems.txt"
     existing.write_text("x")
@@ -341,7 +361,7 @@ def test_load_problems_error_messages(tmp_path):
         load_problems(tmp_path / "absent.jsonl")
 
 
-# -- built-in suite ---------------------------------------------------------------------------------------
+# -- built-in suite --------------------------------------------------------------------------------
 
 
 def test_builtin_suite_has_matching_example_solutions(builtin_problems, repo_root):
@@ -364,7 +384,7 @@ def test_builtin_suite_is_fresh_and_stable():
     assert len({p.content_hash for p in first}) == len(first)
 
 
-# -- the shared KernelBench dataset ---------------------------------------------------------------------------
+# -- the shared KernelBench dataset ----------------------------------------------------------------
 
 
 def test_shared_dataset_loads_all_250_problems(kernelbench_jsonl):
@@ -439,13 +459,19 @@ def test_cpu_built_problems_really_fail_on_meta(kernelbench_jsonl):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(compile(by_key[key].source, f"{key}.py", "exec"), module.__dict__)
-            with torch.device("meta"), pytest.raises(RuntimeError, match=r"item\(\) cannot be called on meta"):
+            with (
+                torch.device("meta"),
+                pytest.raises(RuntimeError, match=r"item\(\) cannot be called on meta"),
+            ):
                 module.Model(*module.get_init_inputs())
 
 
 def test_einops_problems_import_einops(kernelbench_jsonl):
     """Keeps NEEDS_EINOPS honest: exactly these shared problems import einops."""
     problems = load_hf_rows(kernelbench_jsonl)
-    importing = {f"level{p.level}/{p.name}" for p in problems
-                 if "from einops" in p.source or "import einops" in p.source}
+    importing = {
+        f"level{p.level}/{p.name}"
+        for p in problems
+        if "from einops" in p.source or "import einops" in p.source
+    }
     assert importing == NEEDS_EINOPS

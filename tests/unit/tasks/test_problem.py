@@ -9,7 +9,7 @@ import pytest
 from tritongym.errors import ProblemError, TritongymError
 from tritongym.tasks.problem import REQUIRED_NAMES, Problem, defined_names, normalized_source_hash
 
-RELU = '''import torch
+RELU = """import torch
 import torch.nn as nn
 
 
@@ -24,13 +24,17 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_valid_problem_keeps_its_fields_and_hash():
     problem = Problem(source=RELU, name="19_ReLU", problem_id="kernelbench/level1/19", level=1, origin="x.py")
     assert (problem.name, problem.problem_id, problem.level, problem.origin) == (
-        "19_ReLU", "kernelbench/level1/19", 1, "x.py")
+        "19_ReLU",
+        "kernelbench/level1/19",
+        1,
+        "x.py",
+    )
     assert problem.content_hash == normalized_source_hash(RELU)
     assert len(problem.content_hash) == 64 and int(problem.content_hash, 16) >= 0
 
@@ -55,7 +59,11 @@ def test_content_hash_cannot_be_passed_in():
 
 @pytest.mark.parametrize("missing", REQUIRED_NAMES)
 def test_each_missing_required_name_is_named_in_the_error(missing):
-    renamed = {"Model": "class Model(", "get_inputs": "def get_inputs(", "get_init_inputs": "def get_init_inputs("}
+    renamed = {
+        "Model": "class Model(",
+        "get_inputs": "def get_inputs(",
+        "get_init_inputs": "def get_init_inputs(",
+    }
     source = RELU.replace(renamed[missing], renamed[missing].replace(missing, missing + "_renamed"))
     with pytest.raises(ProblemError) as info:
         Problem(source=source, name="p", problem_id="level1/p", origin="p.py")
@@ -71,14 +79,14 @@ def test_all_missing_names_are_listed_together():
 
 
 def test_required_names_may_come_from_imports_and_assignments():
-    source = ("from somewhere import Model\n"
-              "get_inputs = lambda: []\n"
-              "def get_init_inputs():\n    return []\n")
+    source = "from somewhere import Model\nget_inputs = lambda: []\ndef get_init_inputs():\n    return []\n"
     assert Problem.from_source(source, name="ok").name == "ok"
 
 
 def test_names_defined_only_inside_a_function_do_not_count():
-    source = "def outer():\n    class Model: pass\n    def get_inputs(): pass\n\ndef get_init_inputs(): pass\n"
+    source = (
+        "def outer():\n    class Model: pass\n    def get_inputs(): pass\n\ndef get_init_inputs(): pass\n"
+    )
     with pytest.raises(ProblemError, match=r"does not define Model, get_inputs;"):
         Problem.from_source(source, name="nested")
 
@@ -108,7 +116,7 @@ def test_problem_error_is_a_tritongym_error():
     assert issubclass(ProblemError, TritongymError)
 
 
-# -- content hash ------------------------------------------------------------------------------
+# -- content hash ----------------------------------------------------------------------------------
 
 
 def test_hash_ignores_comments_blank_lines_and_spacing():
@@ -127,7 +135,10 @@ def test_hash_ignores_comments_blank_lines_and_spacing():
         "  return []   \n"
     )
     assert normalized_source_hash(reformatted) == normalized_source_hash(RELU)
-    assert Problem.from_source(reformatted, name="a").content_hash == Problem.from_source(RELU, name="b").content_hash
+    assert (
+        Problem.from_source(reformatted, name="a").content_hash
+        == Problem.from_source(RELU, name="b").content_hash
+    )
 
 
 @pytest.mark.parametrize(
