@@ -133,6 +133,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from tritongym.bench import audit
+    from tritongym.tasks import load_problems
+
+    problems = load_problems(args.problems, levels=args.level)
+    budgets = {"device": args.device, "memory budget": f"{args.memory_budget_gb:g} GiB",
+               "time budget": f"{args.time_budget_s:g} s (first trial)", "input seeds": args.input_seeds,
+               "weight seeds": args.weight_seeds, "tolerance": f"atol={args.atol:g}, rtol={args.rtol:g}"}
+    on_audit = (lambda result: print(result.to_json(), flush=True)) if args.json else None
+    audits = audit.audit_problems(problems, on_audit=on_audit, device=args.device,
+                                  input_seeds=args.input_seeds, weight_seeds=args.weight_seeds,
+                                  tolerance=(args.atol, args.rtol), memory_budget_gb=args.memory_budget_gb,
+                                  time_budget_s=args.time_budget_s)
+    if args.flags_json:
+        audit.write_flags_json(audits, args.flags_json)
+    if args.markdown:
+        command = " ".join(["tritongym audit", f"--problems {args.problems}",
+                            *(f"--level {n}" for n in args.level or []), f"--device {args.device}",
+                            f"--memory-budget-gb {args.memory_budget_gb:g}",
+                            f"--time-budget-s {args.time_budget_s:g}"])
+        report = audit.render_markdown(audits, audit.run_context([command], **budgets))
+        Path(args.markdown).write_text(report, encoding="utf-8")
+    if not args.json:
+        for result in (a for a in audits if a.flags):
+            tol = result.override
+            override = f"atol={tol.atol:g}, rtol={tol.rtol:g}" if tol else "none"
+            flags = ", ".join(f.value for f in result.flags)
+            print(f"{result.problem_id:40s} {flags} (override: {override})")
+        counts = {status.value: sum(a.status == status for a in audits) for status in audit.AuditStatus}
+        print(f"\n{len(audits)} problems: {counts['audited']} audited ({sum(a.flagged for a in audits)} "
+              f"flagged), {counts['skipped']} skipped, {counts['failed']} failed")
+    return EXIT_OK
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     import torch
     import triton
@@ -197,6 +231,32 @@ def build_parser() -> argparse.ArgumentParser:
     p_list.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
     p_list.add_argument("--json", action="store_true", help="JSON lines")
     p_list.set_defaults(func=cmd_list)
+
+    p_audit = commands.add_parser(
+        "audit", help="find degenerate problems (a trivial output passes their correctness check)",
+        description="Run each problem's reference over several input and weight seeds; flag near-zero "
+                    "or near-constant outputs, insensitivity to inputs or weights, and zeros, constant or "
+                    "passthrough outputs that pass the tolerance; recommend a stricter tolerance for "
+                    "flagged problems. Exit 0 whenever the audit ran, whatever it found.")
+    p_audit.add_argument("--problems", default="builtin", help="as for 'run' (default: %(default)s)")
+    p_audit.add_argument("--level", type=int, action="append", help="only these KernelBench levels "
+                                                                    "(repeatable)")
+    p_audit.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                         help="where the reference runs (default: %(default)s)")
+    p_audit.add_argument("--memory-budget-gb", type=float, default=1.5,
+                         help="skip problems whose inputs + parameters + outputs/intermediates (measured on "
+                              "the meta device) exceed this many GiB (default: %(default)s)")
+    p_audit.add_argument("--time-budget-s", type=float, default=5.0,
+                         help="skip problems whose first trial takes longer, seconds (default: %(default)s)")
+    p_audit.add_argument("--input-seeds", type=int, default=5, help="input seeds (default: %(default)s)")
+    p_audit.add_argument("--weight-seeds", type=int, default=3, help="weight seeds (default: %(default)s)")
+    p_audit.add_argument("--atol", type=float, default=1e-2, help="audited atol (default: %(default)s)")
+    p_audit.add_argument("--rtol", type=float, default=1e-2, help="audited rtol (default: %(default)s)")
+    p_audit.add_argument("--markdown", metavar="FILE", help="write the report as Markdown")
+    p_audit.add_argument("--flags-json", metavar="FILE",
+                         help="write the flagged problems for the evaluator (merged into an existing file)")
+    p_audit.add_argument("--json", action="store_true", help="one JSON object per problem (JSON lines)")
+    p_audit.set_defaults(func=cmd_audit)
 
     p_info = commands.add_parser("info", help="versions, devices and sandbox availability (for bug reports)")
     p_info.add_argument("--json", action="store_true", help="one JSON object")
