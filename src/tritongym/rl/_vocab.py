@@ -63,12 +63,36 @@ def vocab_slices(vocab: int, vocab_chunk_size: int | None) -> Iterator[tuple[int
 
 
 def upcast(chunk: Tensor, temperature: float, dtype: torch.dtype) -> Tensor:
-    """A fresh copy of one chunk in the compute dtype, divided by the sampling temperature.
-
-    Always a copy (never a view of the caller's logits), so callers may work on it in place.
-    """
+    """A fresh copy of one chunk in the compute dtype, divided by the sampling temperature."""
     z = chunk.to(dtype, copy=True)
     return z if temperature == 1.0 else z.div_(temperature)
+
+
+class Workspace:
+    """Reusable flat scratch buffers, one per name, viewed as contiguous ``[rows, cols]``.
+
+    Every chunk reuses the same memory instead of allocating (and, on CPU, page-faulting) a fresh
+    ``chunk_size × V`` buffer; on CUDA the caching allocator would reuse it anyway.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._buffers: dict[str, Tensor] = {}
+
+    def take(self, name: str, rows: int, cols: int, dtype: torch.dtype) -> Tensor:
+        """A contiguous ``[rows, cols]`` view of the buffer ``name`` (contents undefined)."""
+        size = rows * cols
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < size or buf.dtype != dtype:
+            buf = torch.empty(size, dtype=dtype, device=self.device)
+            self._buffers[name] = buf
+        return buf[:size].view(rows, cols)
+
+    def upcast(self, name: str, chunk: Tensor, temperature: float, dtype: torch.dtype) -> Tensor:
+        """``upcast`` into the buffer ``name``: the chunk in ``dtype``, divided by the temperature."""
+        z = self.take(name, chunk.shape[0], chunk.shape[1], dtype)
+        z.copy_(chunk)
+        return z if temperature == 1.0 else z.div_(temperature)
 
 
 @torch.no_grad()
@@ -115,21 +139,24 @@ def vocab_reductions(
         out["entropy"] = torch.empty_like(out["logsumexp"])
     if other is not None:
         out["kl"] = torch.empty_like(out["logsumexp"])
+    ws = Workspace(flat.device)
     for r0, r1 in row_chunks(n_rows, chunk_size):
         m = s1 = s2 = t = u = m_q = s1_q = None
         for v0, v1 in vocab_slices(vocab, vocab_chunk_size):
-            z = upcast(flat[r0:r1, v0:v1], temperature, dtype)  # [r, v] one chunk, a fresh buffer
+            z = ws.upcast("z", flat[r0:r1, v0:v1], temperature, dtype)  # [r, v] one chunk
             m_new = z.amax(dim=-1) if m is None else torch.maximum(m, z.amax(dim=-1))
             diff = None
             if other is not None:
-                zq = upcast(other[r0:r1, v0:v1], temperature, dtype)
-                diff = z - zq  # z − zq (before z is shifted in place)
+                zq = ws.upcast("zq", other[r0:r1, v0:v1], temperature, dtype)
+                diff = torch.sub(z, zq, out=ws.take("diff", *z.shape, dtype))  # z − zq (before the shift)
                 mq_new = zq.amax(dim=-1) if m_q is None else torch.maximum(m_q, zq.amax(dim=-1))
                 eq_sum = zq.sub_(mq_new[:, None]).exp_().sum(-1)  # Σ e^(zq − mq')
                 s1_q = eq_sum if m_q is None else (m_q - mq_new).exp() * s1_q + eq_sum
                 m_q = mq_new
             shifted = z.sub_(m_new[:, None])  # z − m', in place
-            e = shifted.exp() if entropy else shifted.exp_()  # e^(z − m')
+            e = (
+                torch.exp(shifted, out=ws.take("e", *z.shape, dtype)) if entropy else shifted.exp_()
+            )  # e^(z − m')
             e_sum = e.sum(-1)
             if m is None:
                 s1 = e_sum

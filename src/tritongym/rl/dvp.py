@@ -40,6 +40,7 @@ from torch import Tensor
 from ._checks import check_floating, check_ndim, check_positive, check_shape, check_tensor, compute_dtype
 from ._vocab import (
     DEFAULT_CHUNK_SIZE,
+    Workspace,
     check_chunks,
     flatten_logits,
     log_alpha,
@@ -93,6 +94,7 @@ def min_p_safe_mask(logits: Tensor, alpha: float, *, temperature: float = 1.0) -
 
 
 def _chunk_stats(
+    ws: Workspace,
     flat: Tensor,
     rows: tuple[int, int],
     log_a: float | None,
@@ -114,12 +116,23 @@ def _chunk_stats(
     s_safe = torch.zeros_like(m)
     s_all = torch.zeros_like(m)
     for v0, v1 in vocab_slices(vocab, vocab_chunk_size):  # pass 2: full and masked sums, in place
-        z = upcast(flat[r0:r1, v0:v1], temperature, dtype)
-        drop = z < threshold[:, None] if safe is None else ~safe[r0:r1, v0:v1]
+        z = ws.upcast("z", flat[r0:r1, v0:v1], temperature, dtype)
+        drop = _drop_mask(ws, z, threshold, safe, (r0, r1, v0, v1))
         e = z.sub_(m[:, None]).exp_()  # e^(z − max z)
         s_all += e.sum(-1)
         s_safe += e.masked_fill_(drop, 0.0).sum(-1)
     return threshold, m + s_safe.log(), m + s_all.log()  # (thr, lse_S, lse)
+
+
+def _drop_mask(
+    ws: Workspace, z: Tensor, threshold: Tensor, safe: Tensor | None, box: tuple[int, int, int, int]
+) -> Tensor:
+    """Bool ``[r, v]`` mask of pruned tokens (z < threshold [r], or not in ``safe``), in a workspace."""
+    r0, r1, v0, v1 = box
+    out = ws.take("drop", *z.shape, torch.bool)
+    if safe is None:
+        return torch.lt(z, threshold[:, None], out=out)
+    return torch.logical_not(safe[r0:r1, v0:v1], out=out)
 
 
 class _DVPLogProbFn(torch.autograd.Function):
@@ -134,8 +147,11 @@ class _DVPLogProbFn(torch.autograd.Function):
         log_mass = torch.empty(n_rows, dtype=dtype, device=flat.device)
         lse_safe = torch.empty(n_rows, dtype=dtype, device=flat.device)
         thresholds = torch.empty(n_rows, dtype=dtype, device=flat.device)
+        ws = Workspace(flat.device)
         for r0, r1 in row_chunks(n_rows, chunk_size):
-            thr, lse_s, lse = _chunk_stats(flat, (r0, r1), log_a, safe, temperature, vocab_chunk_size, dtype)
+            thr, lse_s, lse = _chunk_stats(
+                ws, flat, (r0, r1), log_a, safe, temperature, vocab_chunk_size, dtype
+            )
             tok = tokens[r0:r1]
             z_y = upcast(flat[r0:r1].gather(1, tok[:, None])[:, 0], temperature, dtype)  # z_y
             ok = z_y >= thr if safe is None else safe[r0:r1].gather(1, tok[:, None])[:, 0]
@@ -162,12 +178,13 @@ class _DVPLogProbFn(torch.autograd.Function):
         grad = torch.empty_like(flat)  # logits dtype, the only [N, V] buffer; every chunk is written
         g_all = torch.where(in_safe, grad_log_probs.to(dtype), 0.0) / temperature  # d/dz of z/T
         n_rows, vocab = flat.shape
+        ws = Workspace(flat.device)
         for r0, r1 in row_chunks(n_rows, ctx.chunk_size):
             g = g_all[r0:r1, None]
             tok = tokens[r0:r1, None]
             for v0, v1 in vocab_slices(vocab, ctx.vocab_chunk_size):
-                z = upcast(flat[r0:r1, v0:v1], temperature, dtype)
-                drop = z < thresholds[r0:r1, None] if safe is None else ~safe[r0:r1, v0:v1]
+                z = ws.upcast("z", flat[r0:r1, v0:v1], temperature, dtype)
+                drop = _drop_mask(ws, z, thresholds[r0:r1], safe, (r0, r1, v0, v1))
                 pi_s = z.sub_(lse_safe[r0:r1, None]).exp_().masked_fill_(drop, 0.0)  # π_S(v)
                 local = pi_s.mul_(-g)  # −g·π_S(v)
                 hit = (tok >= v0) & (tok < v1)

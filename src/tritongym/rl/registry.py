@@ -87,7 +87,7 @@ class KLEstimator(StrEnum):
     K3 = "k3"  # r − 1 − log r, r = π_ref/π; unbiased and ≥ 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Entry(Generic[F]):
     """One registered function with the input names it requires."""
 
