@@ -11,7 +11,9 @@ Paths (each is one realistic call on ``[batch, seq, vocab]`` logits):
 
 What is measured, honestly:
 
-* Time: median wall time of ``--repeats`` calls after one warm-up call (CUDA: synchronised).
+* Time: median wall time of ``--repeats`` calls after one warm-up call (CUDA: synchronised), and
+  the median process CPU time (user + system, all threads) of the same calls, which is less
+  sensitive than wall time to other jobs sharing the machine.
 * Memory, CPU: each (path, variant) runs in a *fresh subprocess*. The inputs are built in chunks
   (no float32 temporary of the full size), then ``ru_maxrss`` is read (baseline); after the
   warm-up and the timed calls it is read again (peak). The reported figure is peak − baseline: the
@@ -142,12 +144,13 @@ def worker(args: argparse.Namespace) -> dict[str, object]:
         current = current_rss_mb()
     call()  # warm-up
     sync(args.device)
-    times = []
+    times, cpu_times = [], []
     for _ in range(args.repeats):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         call()
         sync(args.device)
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else maxrss_mb() - base
     extra = {} if cuda else {"rss_inputs_mib": current, "rss_baseline_highwater_mib": base}
     return {
@@ -156,6 +159,7 @@ def worker(args: argparse.Namespace) -> dict[str, object]:
         "variant": args.variant,
         "median_s": statistics.median(times),
         "times_s": times,
+        "median_cpu_s": statistics.median(cpu_times),
         "peak_extra_mib": peak,
         "memory_kind": "cuda max_memory_allocated delta" if cuda else "ru_maxrss delta (fresh process)",
     }
@@ -241,13 +245,13 @@ def main(argv: list[str] | None = None) -> int:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
             results.append(row)
             print(json.dumps(row), flush=True)
-    print("\n| path | variant | median time (s) | peak extra memory (MiB) |")
-    print("|---|---|---:|---:|")
+    print("\n| path | variant | median wall (s) | median CPU (s) | peak extra memory (MiB) |")
+    print("|---|---|---:|---:|---:|")
     for row in results:
         if "error" in row:
-            print(f"| {row['path']} | {row['variant']} | failed: {row['error']} | |")
+            print(f"| {row['path']} | {row['variant']} | failed: {row['error']} | | |")
         else:
-            cells = f"{row['median_s']:.3f} | {row['peak_extra_mib']:.0f}"
+            cells = f"{row['median_s']:.2f} | {row['median_cpu_s']:.2f} | {row['peak_extra_mib']:.0f}"
             print(f"| {row['path']} | {row['variant']} | {cells} |")
     if args.json_out:
         with open(args.json_out, "w") as fh:
