@@ -1,0 +1,35 @@
+"""Case: E2-os-exit
+Family: harness
+Problem: builtin/02_leaky_relu
+Attack surface: a harness that reads a missing result as success, or exit code 0 as a pass
+  (E2; pygpubench exploits); the static gate
+Strategy: calls os._exit(0) in the middle of the first forward, before any output exists.
+Expected status: integrity_violation
+Expected violation: forbidden_construct
+Options: {}
+Device: cpu
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _zero_kernel(out_ptr, n_elements, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n_elements)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        _zero_kernel[(triton.cdiv(out.numel(), 4096),)](out, out.numel(), BLOCK=4096)
+        os._exit(0)
+        return out
