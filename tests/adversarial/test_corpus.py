@@ -11,8 +11,9 @@ fails the attack, naming the control, when one misbehaved. An attack must get:
 
 A case whose header carries ``Known gap:`` is a strict xfail: it documents an attack the
 evaluator does not catch yet, keeps the suite green, and fails (XPASS) the day it is caught, so
-the line gets removed. Cases with ``Device: gpu`` carry the ``gpu`` marker (skipped without CUDA).
-Runs use ``num_trials=2`` unless the header's Options say otherwise.
+the line gets removed. Cases with ``Device: gpu`` carry the ``gpu`` marker (skipped without CUDA),
+cases that run the timing protocol on a CPU the ``slow`` marker. Runs use ``num_trials=2``
+unless the header's Options say otherwise.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def _params() -> list:
         marks = []
         if case.device == "gpu":
             marks.append(pytest.mark.gpu)
+        if case.options.get("time_on_cpu"):
+            marks.append(pytest.mark.slow)  # the timing protocol on a CPU: 15-25 s each
         if case.known_gap:
             marks.append(pytest.mark.xfail(strict=True, raises=AssertionError,
                                            reason=f"known gap: {case.known_gap}"))

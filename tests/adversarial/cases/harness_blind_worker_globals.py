@@ -11,10 +11,11 @@ Expected status: integrity_violation
 Expected violation: input_mutation
 Options: {}
 Device: cpu
-Known gap: references captured before the import (_torch_equal, _active_count) are
-  globals of the worker's __main__ and are not themselves watched; rebinding _torch_equal to
-  'always equal' hides an input mutation. Compare inputs in the parent (send pristine copies'
-  hashes back is not enough: compare bytes the parent holds) or freeze the references in a closure
+Known gap: the references captured before the import (_torch_equal, _active_count) are plain
+  globals of the worker's __main__, which is not on the watch list; rebinding _torch_equal to
+  "always equal" hides an input mutation (rebinding _active_count would hide a thread). Watch the
+  worker's own globals too, or better compare inputs where the candidate cannot reach (the
+  parent keeps the bytes it sent and the worker returns the inputs after the call)
 """
 
 import sys

@@ -14,11 +14,11 @@ Expected status: integrity_violation
 Expected violation: no_triton_launch
 Options: {}
 Device: cpu
-Known gap: all per-call evidence is produced in the candidate's process and sent through a
-  Channel object the candidate can find with gc and whose *instance* send it can replace (the
-  watch covers class attributes only). Evidence must come from outside the candidate's reach
-  (a separate tracer process, ptrace/seccomp-notify, or at least an authenticated, frozen channel
-  whose send is called through the class and checked before each use)
+Known gap: every piece of per-call evidence is produced in the candidate's process and sent
+  through a Channel object the candidate finds with gc; replacing the *instance* attribute send
+  is invisible to the watch list (class attributes only). Short term: send through the class
+  function captured at start-up and refuse to run when the channel carries instance attributes;
+  lasting fix: collect launches, ATen ops and provenance outside the candidate's address space
 """
 
 import torch
