@@ -5,8 +5,8 @@ Attack surface: the parent's wall-clock cross-check, which times only the "rep" 
   (D4, D7); the worker's channel reachable from candidate code (E1)
 Strategy: an honest but slow kernel; the worker's channel (found through the garbage collector)
   gets an instance-level send. On each timed call the forward first sends its own "rep_done"
-  claiming 2 ms (the real call takes tens of ms; a claim of a few ms stays above the parent's
-  estimate, which is near zero), then does the work; the real "rep_done" is swallowed. The
+  claiming 10 ms (the real call takes ~70 ms; any claim above the parent's estimate, which is
+  near zero, passes its cross-check), then does the work; the real "rep_done" is swallowed. The
   parent's round trip ends at the early claim, and the real cost moves into the keep/drop round
   trip that follows, which nobody times.
 Expected status: integrity_violation
@@ -64,7 +64,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _STATE["timing"] and _STATE["send"] is not None:
-            _STATE["send"]("rep_done", {"ms": 2.0, "host_ms": 2.0})
+            _STATE["send"]("rep_done", {"ms": 10.0, "host_ms": 10.0})
             _STATE["swallow"] += 1
         x = x.contiguous()
         out = torch.empty_like(x)
