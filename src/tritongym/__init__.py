@@ -2,62 +2,88 @@
 
 The top level re-exports the evaluator's public API::
 
-    from tritongym import evaluate, builtin_suite
-    result = evaluate(builtin_suite()[0], "examples/builtin/01_....py", device="cpu")
+    import tritongym
+    result = tritongym.evaluate("problem.py", "solution.py", device="cpu")
     result.status, result.reward, result.violations
+
+Names are loaded on first use (PEP 562), so ``import tritongym`` and ``tritongym --help`` do not
+pay for importing torch.
 """
 
-from tritongym.errors import (
-    DependencyError,
-    EvaluatorError,
-    OptionsError,
-    ProblemError,
-    SolutionError,
-    TritongymError,
-)
-from tritongym.evaluator import (
-    EvalOptions,
-    EvalResult,
-    RewardConfig,
-    Status,
-    Violation,
-    ViolationCode,
-    compute_reward,
-    evaluate,
-)
-from tritongym.tasks import (
-    Problem,
-    builtin_suite,
-    load_hf_dataset,
-    load_hf_rows,
-    load_kernelbench_dir,
-    load_problem_file,
-    load_problems,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DependencyError",
-    "EvalOptions",
-    "EvalResult",
-    "EvaluatorError",
-    "OptionsError",
-    "Problem",
-    "ProblemError",
-    "RewardConfig",
-    "SolutionError",
-    "Status",
-    "TritongymError",
-    "Violation",
-    "ViolationCode",
-    "__version__",
-    "builtin_suite",
-    "compute_reward",
-    "evaluate",
-    "load_hf_dataset",
-    "load_hf_rows",
-    "load_kernelbench_dir",
-    "load_problem_file",
-    "load_problems",
-]
+_EXPORTS = {
+    "DependencyError": "tritongym.errors",
+    "EvaluatorError": "tritongym.errors",
+    "OptionsError": "tritongym.errors",
+    "ProblemError": "tritongym.errors",
+    "SolutionError": "tritongym.errors",
+    "TritongymError": "tritongym.errors",
+    "EvalOptions": "tritongym.evaluator",
+    "EvalResult": "tritongym.evaluator",
+    "RewardConfig": "tritongym.evaluator",
+    "Status": "tritongym.evaluator",
+    "Violation": "tritongym.evaluator",
+    "ViolationCode": "tritongym.evaluator",
+    "compute_reward": "tritongym.evaluator",
+    "evaluate": "tritongym.evaluator",
+    "prs_keep_probability": "tritongym.evaluator",
+    "Problem": "tritongym.tasks",
+    "builtin_suite": "tritongym.tasks",
+    "load_hf_dataset": "tritongym.tasks",
+    "load_hf_rows": "tritongym.tasks",
+    "load_kernelbench_dir": "tritongym.tasks",
+    "load_problem_file": "tritongym.tasks",
+    "load_problems": "tritongym.tasks",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tritongym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from tritongym.errors import (
+        DependencyError,
+        EvaluatorError,
+        OptionsError,
+        ProblemError,
+        SolutionError,
+        TritongymError,
+    )
+    from tritongym.evaluator import (
+        EvalOptions,
+        EvalResult,
+        RewardConfig,
+        Status,
+        Violation,
+        ViolationCode,
+        compute_reward,
+        evaluate,
+        prs_keep_probability,
+    )
+    from tritongym.tasks import (
+        Problem,
+        builtin_suite,
+        load_hf_dataset,
+        load_hf_rows,
+        load_kernelbench_dir,
+        load_problem_file,
+        load_problems,
+    )

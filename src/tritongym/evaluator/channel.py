@@ -27,6 +27,11 @@ import torch
 
 PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 8 << 20
+#: Default bound of one message's blobs; the parent raises it per request where outputs are big.
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+#: Buffers up to this size are allocated at once; larger ones grow as bytes actually arrive, so a
+#: worker that claims a huge blob and sends nothing makes the parent allocate nothing.
+_PREALLOCATE_BYTES = 16 << 20
 _LENGTH = struct.Struct(">I")
 
 #: dtypes that may cross the channel, by wire name.
@@ -150,7 +155,7 @@ class Channel:
         max_message_bytes: frames larger than this are refused with `ProtocolError`.
     """
 
-    def __init__(self, sock: socket.socket, max_message_bytes: int = 64 << 30) -> None:
+    def __init__(self, sock: socket.socket, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.sock = sock
         self.max_message_bytes = max_message_bytes
 
@@ -180,6 +185,8 @@ class Channel:
         return _LENGTH.size + len(header) + sum(b.nbytes for b in blobs)
 
     def _recv_exact(self, n: int, deadline: float | None) -> bytearray:
+        if n > _PREALLOCATE_BYTES:
+            return self._recv_growing(n, deadline)
         buffer = bytearray(n)
         view = memoryview(buffer)
         received = 0
@@ -200,6 +207,14 @@ class Channel:
             if count == 0:
                 raise ChannelClosed(f"connection closed after {received} of {n} bytes")
             received += count
+        return buffer
+
+    def _recv_growing(self, n: int, deadline: float | None) -> bytearray:
+        """Receive `n` bytes into a buffer that grows only as they arrive."""
+        buffer = bytearray()
+        while len(buffer) < n:
+            chunk = self._recv_exact(min(n - len(buffer), _PREALLOCATE_BYTES), deadline)
+            buffer += chunk
         return buffer
 
     def recv(self, timeout: float | None = None) -> Message:
@@ -227,7 +242,8 @@ class Channel:
             raise ProtocolError("blob sizes must be non-negative integers")
         total = sum(blob_sizes)
         if total > self.max_message_bytes:
-            raise ProtocolError(f"message of {total} bytes exceeds the limit of {self.max_message_bytes}")
+            raise ProtocolError(f"a {kind!r} message of {total} bytes exceeds the limit of "
+                                f"{self.max_message_bytes} for this request")
         blobs = [self._recv_exact(size, deadline) if size else bytearray() for size in blob_sizes]
         payload = _decode(header.get("payload"), blobs)
         return Message(kind=kind, payload=payload, nbytes=_LENGTH.size + header_length + total)

@@ -134,7 +134,7 @@ class EvalOptions:
                     "memory_limit_gb": self.memory_limit_gb, "warmup_ms": self.warmup_ms,
                     "max_speedup": self.max_speedup}
         for name, value in positive.items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise OptionsError(f"{name} must be a positive number, got {value!r}")
         for name in ("atol", "rtol"):
             value = getattr(self, name)
@@ -164,7 +164,14 @@ class EvalOptions:
                 raise OptionsError(f"{name} must be a finite number >= 0, got {value!r}")
         if not isinstance(self.reward, RewardConfig):
             raise OptionsError("reward must be a RewardConfig")
-        object.__setattr__(self, "disabled_checks", frozenset(str(c) for c in self.disabled_checks))
+        from tritongym.evaluator.result import ViolationCode
+
+        disabled = frozenset(str(c) for c in self.disabled_checks)
+        unknown_checks = sorted(disabled - {code.value for code in ViolationCode})
+        if unknown_checks:
+            raise OptionsError(f"unknown disabled_checks {unknown_checks}; valid codes: "
+                               f"{', '.join(code.value for code in ViolationCode)}")
+        object.__setattr__(self, "disabled_checks", disabled)
 
     def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
         """The tolerance applied to an output of `dtype` (preset, then atol/rtol overrides)."""

@@ -117,7 +117,8 @@ class ReferenceWorker:
                 else:
                     raise ValueError(f"unknown request {message.kind!r}")
             except Exception as exc:  # the problem's own failure: report it, the parent raises
-                self.channel.send("error", {"phase": message.kind, "message": common.format_error(exc, self.source)})
+                self.channel.send("error", {"phase": message.kind,
+                                           "message": common.format_error(exc, self.source, label="problem")})
 
 
 def main() -> None:

@@ -199,8 +199,8 @@ class WorkerProcess:
                 return f"killed by {signal.Signals(-code).name}"
             except ValueError:
                 return f"killed by signal {-code}"
-        if self.mode == "bwrap" and code > 128:
-            # bwrap reports a jailed child's death by signal N as exit status 128 + N.
+        if code > 128:
+            # bwrap and the stand-in shell report the worker's death by signal N as 128 + N.
             try:
                 return f"killed by {signal.Signals(code - 128).name}"
             except ValueError:
@@ -324,6 +324,12 @@ def spawn_worker(
         # bwrap must not inherit our environment either: --clearenv, then the allow-list.
         env_args = ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
         argv = [argv[0], *env_args, *argv[1:]]
+    else:
+        # Without a PID namespace the worker's parent would be the evaluator itself, and
+        # `os.kill(os.getppid(), SIGKILL)` would kill it. A shell that waits (the trailing
+        # `exit` stops it from exec-ing the command) stands in between; the shell reports the
+        # worker's death by signal N as exit status 128 + N, as bwrap does.
+        argv = ["/bin/sh", "-c", '"$@"; exit $?', "tritongym-worker", *argv]
     def prepare_child() -> None:  # runs in the child between fork and exec
         if cgroup is not None:
             cgroup.join()

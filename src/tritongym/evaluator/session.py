@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tritongym.evaluator.channel import Channel, ChannelClosed, Message
+import torch
+
+from tritongym.evaluator.channel import DEFAULT_MAX_MESSAGE_BYTES, Channel, ChannelClosed, Message
 from tritongym.evaluator.result import Status
 from tritongym.evaluator.sandbox import WorkerProcess
 
@@ -43,6 +45,15 @@ class WorkerHandle:
     process: WorkerProcess
     channel: Channel
     budget: Budget
+
+    def allow_reply_bytes(self, expected_outputs: list[torch.Tensor]) -> None:
+        """Bound the next replies by what an honest candidate sends: the outputs, twice, plus slack.
+
+        A hostile worker cannot make the parent buffer more than this (a larger claim is a
+        protocol error, i.e. a crash verdict).
+        """
+        output_bytes = sum(t.numel() * t.element_size() for t in expected_outputs)
+        self.channel.max_message_bytes = max(DEFAULT_MAX_MESSAGE_BYTES, 2 * output_bytes + DEFAULT_MAX_MESSAGE_BYTES)
 
     def request(self, kind: str, payload: Any = None) -> Message:
         """Send one request and wait for the reply within the worker's budget."""

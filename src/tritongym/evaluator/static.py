@@ -102,7 +102,8 @@ def _dotted(node: ast.expr) -> str:
 
 
 def _is_triton_jit(name: str) -> bool:
-    return name in ("jit", "triton.jit", "tl.jit") or name.endswith("triton.jit")
+    """``triton.jit`` after import aliases are resolved (``import triton as tr`` → ``tr.jit``)."""
+    return name in ("jit", "triton.jit", "triton.language.jit", "triton.runtime.jit", "triton.runtime.jit.jit")
 
 
 class _Scanner(ast.NodeVisitor):
@@ -202,14 +203,14 @@ def inspect_source(source: str) -> StaticReport:
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}")
+    scanner = _Scanner()
+    scanner.visit(tree)
     kernels = tuple(
         node.name
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef)
-        and any(_is_triton_jit(_dotted(d)) for d in node.decorator_list)
+        and any(_is_triton_jit(scanner.resolve(_dotted(d))) for d in node.decorator_list)
     )
-    scanner = _Scanner()
-    scanner.visit(tree)
     findings = []
     if any(isinstance(node, ast.Try) for node in ast.walk(tree)):
         findings.append("the source uses try/except; a fallback path that skips the Triton kernels "

@@ -41,23 +41,39 @@ def load_module(path: str, name: str) -> ModuleType:
     return module
 
 
-def format_error(exc: BaseException, keep_file: str | None = None) -> str:
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes, innermost last (``raise ... from ...`` and implicit context)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def format_error(exc: BaseException, keep_file: str | None = None, label: str = "candidate") -> str:
     """``Type: message`` plus the traceback frames that belong to `keep_file` only.
 
     Candidates get feedback about their own lines, not about torch's or tritongym's internals.
-    Triton's compile errors already carry the kernel source location in their message.
+    Frames of the causes are included too: the Triton interpreter re-raises an error inside a
+    kernel from the launch line, with the kernel's own line in the cause.
     """
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = [frame for link in reversed(_chain(exc)) for frame in traceback.extract_tb(link.__traceback__)]
     if keep_file is not None:
         real = os.path.realpath(keep_file)
         frames = [f for f in frames if os.path.realpath(f.filename) == real]
+        unique = []
+        for frame in frames:
+            if not unique or (frame.lineno, frame.name) != (unique[-1].lineno, unique[-1].name):
+                unique.append(frame)
+        frames = unique
     lines = []
     for frame in frames[-8:]:
         lines.append(f'  File "{os.path.basename(frame.filename)}", line {frame.lineno}, in {frame.name}')
         if frame.line:
             lines.append(f"    {frame.line.strip()}")
     message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    text = ("Traceback (candidate frames only):\n" + "\n".join(lines) + "\n" if lines else "") + message
+    text = (f"Traceback ({label} frames only):\n" + "\n".join(lines) + "\n" if lines else "") + message
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS // 2] + "\n…\n" + text[-MAX_ERROR_CHARS // 2 :]
     return text

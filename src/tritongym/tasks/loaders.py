@@ -51,7 +51,12 @@ def load_problem_file(path: str | Path, *, level: int | None = None, problem_id:
         level = int(match.group(1)) if match else None
     name = path.stem
     if problem_id is None:
-        problem_id = f"level{level}/{name}" if level is not None else name
+        # The same id load_kernelbench_dir and the Hugging Face loaders give the same problem.
+        prefix = _NUMBERED.match(path.name)
+        if level is not None:
+            problem_id = f"kernelbench/level{level}/{prefix.group(1) if prefix else name}"
+        else:
+            problem_id = name
     return Problem(source=_read_text(path), name=name, problem_id=problem_id, level=level, origin=str(path))
 
 
@@ -104,13 +109,18 @@ def problem_from_row(row: Mapping[str, Any], *, origin: str | None = None) -> Pr
     Required column: ``code``. Optional: ``level``, ``name`` (e.g. ``19_ReLU.py``) and
     ``problem_id``. The id becomes ``kernelbench/level{level}/{problem_id}``.
     """
+    if not isinstance(row, Mapping):
+        raise ProblemError(f"row {origin or ''} is a {type(row).__name__}, not an object with a 'code' column")
     if "code" not in row or not isinstance(row["code"], str):
         raise ProblemError(
             f"row {origin or ''} has no text column 'code'; expected the Hugging Face KernelBench "
             f"layout (code, level, name, problem_id), got columns {sorted(row)}"
         )
     level = row.get("level")
-    level = int(level) if level is not None else None
+    try:
+        level = int(level) if level is not None else None
+    except (TypeError, ValueError) as exc:
+        raise ProblemError(f"row {origin or ''}: 'level' must be an integer, got {level!r}") from exc
     raw_name = str(row.get("name") or row.get("problem_id") or "problem")
     name = raw_name[:-3] if raw_name.endswith(".py") else raw_name
     number = row.get("problem_id")
@@ -121,8 +131,13 @@ def problem_from_row(row: Mapping[str, Any], *, origin: str | None = None) -> Pr
     return Problem(source=row["code"], name=name, problem_id=problem_id, level=level, origin=origin)
 
 
-def _level_wanted(row: Mapping[str, Any], wanted: set[int] | None) -> bool:
-    return wanted is None or (row.get("level") is not None and int(row["level"]) in wanted)
+def _level_wanted(row: Any, wanted: set[int] | None) -> bool:
+    if wanted is None or not isinstance(row, Mapping):
+        return True  # malformed rows reach problem_from_row, which says what is wrong
+    try:
+        return row.get("level") is not None and int(row["level"]) in wanted
+    except (TypeError, ValueError):
+        return True
 
 
 def load_hf_rows(
@@ -140,15 +155,19 @@ def load_hf_rows(
             raise ProblemError(f"dataset file not found: {path}")
         if path.suffix == ".jsonl":
             rows = []
+            origins = []
             with path.open(encoding="utf-8") as handle:
                 for line_number, line in enumerate(handle, 1):
                     if not line.strip():
                         continue
                     try:
-                        rows.append(json.loads(line))
+                        row = json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise ProblemError(f"{path}:{line_number}: not a JSON object: {exc.msg}") from exc
-            origins = [f"{path}:{i}" for i in range(1, len(rows) + 1)]
+                    if not isinstance(row, dict):
+                        raise ProblemError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
+                    rows.append(row)
+                    origins.append(f"{path}:{line_number}")
         elif path.suffix == ".parquet":
             try:
                 import pyarrow.parquet as pq
@@ -157,7 +176,7 @@ def load_hf_rows(
                     "reading Parquet needs pyarrow: pip install 'tritongym[data]'"
                 ) from exc
             rows = pq.read_table(path).to_pylist()
-            origins = [f"{path}:{i}" for i in range(len(rows))]
+            origins = [f"{path}: row {i}" for i in range(len(rows))]
         else:
             raise ProblemError(f"{path}: expected a .jsonl or .parquet file")
     else:

@@ -42,10 +42,25 @@ def normalized_source_hash(source: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _module_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements that run at module level, including inside ``if``/``try``/``with`` blocks."""
+    statements: list[ast.stmt] = []
+    for node in body:
+        statements.append(node)
+        if isinstance(node, (ast.If, ast.For, ast.While)):
+            statements += _module_level_statements(node.body + node.orelse)
+        elif isinstance(node, ast.With):
+            statements += _module_level_statements(node.body)
+        elif isinstance(node, ast.Try):
+            blocks = node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+            statements += _module_level_statements(blocks)
+    return statements
+
+
 def defined_names(tree: ast.Module) -> set[str]:
-    """Top-level names a module defines (classes, functions, simple assignments, imports)."""
+    """Module-level names a module defines (classes, functions, simple assignments, imports)."""
     names: set[str] = set()
-    for node in tree.body:
+    for node in _module_level_statements(tree.body):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):

@@ -73,7 +73,7 @@ def test_load_problem_file_takes_the_level_from_its_folder(tmp_path):
     path.write_text(tiny())
     problem = load_problem_file(str(path))
     assert problem.level == 2
-    assert problem.problem_id == "level2/7_Fused"
+    assert problem.problem_id == "kernelbench/level2/7"  # the id load_kernelbench_dir gives it too
 
 
 def test_load_problem_file_explicit_level_and_id_win(tmp_path):

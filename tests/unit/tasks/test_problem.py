@@ -179,6 +179,9 @@ def test_defined_names_covers_every_top_level_form():
 
     tree = ast.parse(
         "import a.b\nimport c as d\nfrom e import f, g as h\nclass K: pass\ndef fn(): pass\n"
-        "async def afn(): pass\nx = y = 1\nz: int = 2\nw += 1\nif True:\n    hidden = 1\n"
+        "async def afn(): pass\nx = y = 1\nz: int = 2\nw += 1\nif True:\n    guarded = 1\n"
+        "try:\n    class T: pass\nexcept ImportError:\n    fallback = 0\ndef outer():\n    inner = 1\n"
     )
-    assert defined_names(tree) == {"a", "d", "f", "h", "K", "fn", "afn", "x", "y", "z", "w"}
+    # Module-level if/try blocks define names too; a function's locals do not.
+    assert defined_names(tree) == {"a", "d", "f", "h", "K", "fn", "afn", "x", "y", "z", "w", "guarded", "T",
+                                   "fallback", "outer"}
