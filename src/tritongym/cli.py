@@ -42,6 +42,10 @@ def _add_eval_options(parser: argparse.ArgumentParser) -> None:
                        help="host-memory cap of the candidate process on the CPU, GiB (default: %(default)s)")
     group.add_argument("--seed", type=int, help="fixed master seed for reproducible debugging (inputs become "
                                                 "predictable: never for training)")
+    group.add_argument("--disable-check", action="append", default=[], metavar="CODE",
+                       help="report this violation code as a notice instead of failing (repeatable; e.g. "
+                            "forbidden_construct, which also lets the run-time policy record instead of refuse, "
+                            "to test the OS sandbox alone); codes are listed in docs/integrity.md")
 
 
 def _options_from(args: argparse.Namespace):
@@ -49,7 +53,8 @@ def _options_from(args: argparse.Namespace):
 
     return EvalOptions(device=args.device, timeout=args.timeout, num_trials=args.trials,
                        tolerance=args.tolerance, atol=args.atol, rtol=args.rtol, sandbox=args.sandbox,
-                       memory_limit_gb=args.memory_limit_gb, seed=args.seed)
+                       memory_limit_gb=args.memory_limit_gb, seed=args.seed,
+                       disabled_checks=frozenset(args.disable_check))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

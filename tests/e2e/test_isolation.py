@@ -30,7 +30,10 @@ def test_endless_loop_times_out_and_everything_it_started_is_killed(tmp_path, sa
     timeout = 5.0
     started = time.monotonic()
     try:
-        result = evaluate(TINY_RELU, source, device="cpu", num_trials=1, timeout=timeout, sandbox=sandbox)
+        # The run-time policy would refuse the fork; disabling forbidden_construct lets it happen so
+        # that the kill path (PID namespace, or the token sweep) is what this test exercises.
+        result = evaluate(TINY_RELU, source, device="cpu", num_trials=1, timeout=timeout, sandbox=sandbox,
+                          disabled_checks=frozenset({"forbidden_construct"}))
         elapsed = time.monotonic() - started
         survivors = processes_with(marker)
     finally:
@@ -64,7 +67,12 @@ def test_os_exit_in_forward_is_a_crash():
 
 
 def test_segfault_in_forward_is_a_crash():
-    result = run_eval("relu_segfault")
+    # faulthandler is forbidden: with the policy on the attempt is refused before it crashes...
+    refused = run_eval("relu_segfault", num_trials=1)
+    assert refused.status == Status.INTEGRITY_VIOLATION
+    assert [v.code for v in refused.violations] == [ViolationCode.FORBIDDEN_CONSTRUCT]
+    # ...and with it off the segfault happens and is a crash verdict.
+    result = run_eval("relu_segfault", num_trials=1, disabled_checks=frozenset({"forbidden_construct"}))
     assert result.status == Status.CRASHED
     assert "SIGSEGV" in result.error
 
@@ -120,6 +128,8 @@ def test_killing_its_parent_cannot_kill_the_evaluator(sandbox):
         sandbox,
         "--trials",
         "1",
+        "--disable-check",
+        "forbidden_construct",  # let the kill happen: this test is about containing it
         "--json",
     )
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from tritongym.evaluator import audit_policy
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.launches import LaunchRecorder
@@ -44,14 +45,14 @@ _active_count = threading.active_count
 _torch_equal = torch.equal
 
 
-def _static_get(owner: Any, name: str) -> Any:
+def _static_get(owner: Any, name: str, _isinstance: Any = isinstance, _getattr: Any = getattr) -> Any:
     """An attribute as stored: through the class ``__dict__``s for classes (no fresh bound methods)."""
-    if isinstance(owner, type):
+    if _isinstance(owner, type):
         for klass in owner.__mro__:
             if name in klass.__dict__:
                 return klass.__dict__[name]
         return None
-    return getattr(owner, name, None)
+    return _getattr(owner, name, None)
 
 
 def _watchlist() -> dict[str, Any]:
@@ -80,6 +81,13 @@ def _watchlist() -> dict[str, Any]:
         for name, value in vars(module).items():
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 watched[f"{module.__name__}.{name}"] = value
+    # The worker's own module: every callable global, captured references included (a rebound
+    # `_torch_equal` would blind the mutation check).
+    for module in {id(m): m for m in (sys.modules.get("__main__"), sys.modules.get(__name__)) if m is not None}.values():
+        if getattr(module, "__file__", None) and os.path.realpath(module.__file__) == os.path.realpath(__file__):
+            for name, value in vars(module).items():
+                if callable(value) and not isinstance(value, type(sys)):
+                    watched[f"{module.__name__}.{name}"] = value
     for cls in (CandidateWorker, channel_module.Channel, launches_module.LaunchRecorder, optrace_module.OpTrace,
                 timing_module.RepTimer, timing_module.TimingSession):
         for name, value in vars(cls).items():
@@ -97,27 +105,38 @@ def _watchlist() -> dict[str, Any]:
     return watched
 
 
-def _resolve(dotted: str) -> Any:
-    """Look a dotted name up again, now (class attributes through ``__dict__`` of the MRO)."""
+def _resolve(dotted: str, _static_get: Any = _static_get, _modules: Any = sys.modules, _range: Any = range,
+             _len: Any = len) -> Any:
+    """Look a dotted name up again, now (class attributes through ``__dict__`` of the MRO).
+
+    Everything it uses is bound as a default argument when the worker starts, before candidate
+    code runs: rebinding a global or a builtin later does not change how it looks things up.
+    """
     module_name, _, rest = dotted.partition(".")
     if dotted.startswith("tritongym.") or dotted.startswith("triton.runtime."):
         parts = dotted.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            module = sys.modules.get(".".join(parts[:cut]))
+        for cut in _range(_len(parts) - 1, 0, -1):
+            module = _modules.get(".".join(parts[:cut]))
             if module is not None:
                 value: Any = module
                 for part in parts[cut:]:
                     value = _static_get(value, part)
                 return value
         return None
-    value = sys.modules.get(module_name)
+    value = _modules.get(module_name)
     for part in rest.split("."):
         value = _static_get(value, part)
     return value
 
 
-def _tampered(watched: dict[str, Any]) -> list[str]:
-    return [name for name, original in watched.items() if _resolve(name) is not original]
+def _tampered(watched: dict[str, Any], channel: Channel, _resolve: Any = _resolve, _vars: Any = vars,
+              _sorted: Any = sorted, _set: Any = set) -> list[str]:
+    """Watched names whose current value is not the one captured, and extra channel attributes."""
+    changed = [name for name, original in watched.items() if _resolve(name) is not original]
+    extra = _sorted(_set(_vars(channel)) - {"sock", "max_message_bytes"})
+    if extra:
+        changed.append(f"result channel instance attributes {extra}")
+    return changed
 
 
 def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
@@ -125,8 +144,8 @@ def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
     return any(start < other_end and other_start < end for other_start, other_end in spans)
 
 
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality (NaN-safe), through class-level calls only."""
+def _same_bytes(a: torch.Tensor, b: torch.Tensor, _torch_equal: Any = torch.equal) -> bool:
+    """Bitwise equality (NaN-safe), through class-level calls and a `torch.equal` bound at import."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
@@ -153,16 +172,27 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 
 class CandidateWorker:
-    def __init__(self, channel: Channel, source: str, device: torch.device, problem: str | None = None) -> None:
+    def __init__(self, channel: Channel, source: str, device: torch.device, problem: str | None = None,
+                 enforce_policy: bool = True) -> None:
         self.channel = channel
         self.source = os.path.realpath(source)
         self.problem = problem
+        self.enforce_policy = enforce_policy
         self.timing: TimingSession | None = None
         self.device = device
         self.recorder = LaunchRecorder()
         self.model_class: Any = None
         self.model: torch.nn.Module | None = None
         self.watched: dict[str, Any] = {}
+        self.refused: list[str] = []
+        # The functions the evidence depends on, captured before any candidate code runs: a
+        # candidate that rebinds the module's names changes nothing here (this object is
+        # reachable only through frames or gc, which the audit policy refuses).
+        self._send = Channel.send
+        self._same_bytes = _same_bytes
+        self._tampered = _tampered
+        self._active_count = threading.active_count
+        self._plain_outputs = _plain_outputs
 
     # -- phases -------------------------------------------------------------------------
     def import_candidate(self) -> None:
@@ -170,12 +200,13 @@ class CandidateWorker:
 
         self.recorder.install()
         self.watched = _watchlist()
+        self.refused = audit_policy.install(self.source, enforce=self.enforce_policy)
         module = common.load_module(self.source, "candidate")
         model_class = getattr(module, "ModelNew", None)
         if not isinstance(model_class, type):
             raise AttributeError("the solution does not define a class named ModelNew")
         self.model_class = model_class
-        self.channel.send("ready", {
+        self._send(self.channel, "ready", {
             "python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
             "interpret": os.environ.get("TRITON_INTERPRET") == "1",
         })
@@ -187,7 +218,7 @@ class CandidateWorker:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"ModelNew(...) must build an nn.Module, got {type(model).__name__}")
         self.model = model.to(self.device)
-        self.channel.send("built", {"parameters": sum(p.numel() for p in self.model.parameters())})
+        self._send(self.channel, "built", {"parameters": sum(p.numel() for p in self.model.parameters())})
 
     def call(self, nonce: str, inputs: list[Any]) -> None:
         model = self.model
@@ -196,7 +227,7 @@ class CandidateWorker:
         pristine = [torch.Tensor.clone(t) for t in input_tensors]
         protected = [storage_span(t) for t in input_tensors]
         parameter_spans = [storage_span(t) for t in (*model.parameters(), *model.buffers())]
-        threads_before = _active_count()
+        threads_before = self._active_count()
 
         trace = OpTrace()
         self.recorder.start()
@@ -224,20 +255,29 @@ class CandidateWorker:
                 "from_kernel": empty or _overlaps(span, candidate_spans),
                 "aliases": aliases,
             })
-        mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine, strict=True)) if not _same_bytes(now, before)]
+        mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine, strict=True))
+                   if not self._same_bytes(now, before)]
         evidence = {
             "launches": [
                 {"kernel": launch.kernel, "candidate": launch.source_file == self.source, "grid": launch.grid}
                 for launch in launches
             ],
             "compute_ops": trace.compute_ops(),
+            "compute_work": [trace.compute_elements, trace.compute_flops],
             "outputs": output_reports,
             "mutated_inputs": mutated,
             "threads_before": threads_before,
-            "threads_after": _active_count(),
-            "tampered": _tampered(self.watched),
+            "threads_after": self._active_count(),
+            "tampered": self._tampered(self.watched, self.channel),
+            "refused": list(self.refused),
         }
-        self.channel.send("called", {"nonce": nonce, "outputs": _plain_outputs(outputs), "evidence": evidence})
+        self._send(self.channel, "called", {"nonce": nonce, "outputs": self._plain_outputs(outputs),
+                                            "evidence": evidence})
+
+    def observe(self) -> dict[str, Any]:
+        """Thread count, tampering and refusals now (reported around every timed repetition)."""
+        return {"threads": self._active_count(), "tampered": self._tampered(self.watched, self.channel),
+                "refused": list(self.refused)}
 
     def profile(self, calls: int) -> None:
         """Kernel-level device times of a few forward calls, for the coverage of own kernels."""
@@ -251,7 +291,7 @@ class CandidateWorker:
         finally:
             launches = self.recorder.stop()
         mine = sorted({launch.kernel for launch in launches if launch.source_file == self.source})
-        self.channel.send("profiled", {
+        self._send(self.channel, "profiled", {
             "kernels": [[k.name, k.device_us, k.count] for k in kernels],
             "candidate_kernels": mine,
         })
@@ -259,7 +299,8 @@ class CandidateWorker:
     # -- loop ---------------------------------------------------------------------------
     def fail(self, phase: str, exc: BaseException) -> None:
         kind = "compile_error" if phase in ("import", "build") or _is_compile_error(exc) else "runtime_error"
-        self.channel.send("error", {"phase": phase, "kind": kind, "message": common.format_error(exc, self.source)})
+        self._send(self.channel, "error", {"phase": phase, "kind": kind, "refused": list(self.refused),
+                                           "message": common.format_error(exc, self.source)})
 
     def serve(self) -> None:
         try:
@@ -282,7 +323,7 @@ class CandidateWorker:
                         raise ValueError("timing needs --problem")
                     module = common.load_module(self.problem, "timing_problem")
                     self.timing = TimingSession(self.channel, self.model, module, self.device,
-                                                output_transform=_plain_outputs)
+                                                output_transform=self._plain_outputs, observe=self.observe)
                     self.timing.handle(message.kind, message.payload)
                 elif message.kind == "profile":
                     self.profile(int(message.payload["calls"]))
@@ -308,7 +349,8 @@ def _plain_outputs(outputs: Any) -> Any:
 def main() -> None:
     args = common.parse_worker_args("tritongym candidate worker (internal)")
     channel = common.open_channel(args.fd)
-    CandidateWorker(channel, args.source, torch.device(args.device), args.problem).serve()
+    CandidateWorker(channel, args.source, torch.device(args.device), args.problem,
+                    enforce_policy=not args.allow_forbidden).serve()
     channel.close()
     # Leave without running interpreter shutdown hooks the candidate may have registered.
     sys.stdout.flush()

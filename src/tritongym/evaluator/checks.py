@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritongym.evaluator.channel import ProtocolError
-from tritongym.evaluator.optrace import canonical_op, covers_reference
+from tritongym.evaluator.optrace import canonical_op, covers_reference, heavy_share
 from tritongym.evaluator.result import Violation, ViolationCode
 
 
@@ -41,6 +41,8 @@ class CallEvidence:
     threads_before: int
     threads_after: int
     tampered: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    compute_work: tuple[int, int] = (0, 0)
 
     @classmethod
     def parse(cls, data: Any) -> CallEvidence:
@@ -63,6 +65,8 @@ class CallEvidence:
                 threads_before=_int(data["threads_before"]),
                 threads_after=_int(data["threads_after"]),
                 tampered=tuple(_str(name) for name in _list(data.get("tampered", []))),
+                refused=tuple(_str(name) for name in _list(data.get("refused", []))),
+                compute_work=tuple(_int(v) for v in _list(data.get("compute_work", [0, 0]))[:2]),
             )
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed call evidence: {exc}") from exc
@@ -131,24 +135,33 @@ def check_output_from_kernel(evidence: CallEvidence) -> Violation | None:
     return None
 
 
-def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str]) -> Violation | None:
-    """The forward does not run every compute op the reference runs (a PyTorch fallback).
+def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str],
+                              reference_work: tuple[int, int] = (0, 0)) -> Violation | None:
+    """The forward does not do the reference's work in PyTorch (a fallback).
 
     Defends against: ``forward`` calling ``torch.matmul``, ``F.*``, Tensor methods, ``@``, or the
-    reference model itself, around or instead of Triton kernels (A1).
+    reference model itself, around or instead of Triton kernels (A1); the same work spelled with
+    other ops (``where``/``mul`` for ``relu``, a broadcast multiply and sum for a matmul); keeping
+    the heavy op (the GEMM) in PyTorch and writing only the epilogue in Triton (A4).
     How: `optrace.OpTrace` records the ATen compute ops the forward dispatches outside Triton
-    launches; families such as mm/addmm/matmul are compared as one op.
-    Residual risk: a candidate that recomputes only part of the reference in PyTorch passes this
-    check; GPU-time coverage (PR/PRS) measures how much of the work its kernels do.
+    launches. A fallback when they include every compute op of the reference (mm/addmm/matmul
+    ... compared as one family), or when their work reaches the reference's: as many output
+    elements as the whole reference computation, or half its matmul/convolution FLOPs.
+    Residual risk: a candidate that moves a small share of the work to PyTorch passes; GPU-time
+    coverage (PR/PRS) measures how much of the work its kernels do.
     """
-    if not covers_reference(list(evidence.compute_ops), reference_ops):
-        return None
-    shared = sorted({canonical_op(op) for op in reference_ops})
-    return Violation(
-        ViolationCode.PYTORCH_FALLBACK,
-        f"the forward ran every compute op of the reference in PyTorch ({', '.join(shared)}); "
-        "compute them in the solution's Triton kernels instead",
-    )
+    if covers_reference(list(evidence.compute_ops), reference_ops):
+        shared = sorted({canonical_op(op) for op in reference_ops})
+        return Violation(
+            ViolationCode.PYTORCH_FALLBACK,
+            f"the forward ran every compute op of the reference in PyTorch ({', '.join(shared)}); "
+            "compute them in the solution's Triton kernels instead",
+        )
+    why = heavy_share(evidence.compute_work, reference_work)
+    if why is not None:
+        return Violation(ViolationCode.PYTORCH_FALLBACK,
+                         f"the forward did the reference's work in PyTorch: {why}; do it in Triton kernels")
+    return None
 
 
 def check_inputs_unchanged(evidence: CallEvidence) -> Violation | None:
@@ -231,14 +244,33 @@ def check_harness_untouched(evidence: CallEvidence) -> Violation | None:
     return None
 
 
-def run_call_checks(evidence: CallEvidence, reference_ops: list[str]) -> list[Violation]:
+def check_nothing_refused(evidence: CallEvidence) -> Violation | None:
+    """The candidate attempted nothing the run-time policy refuses.
+
+    Defends against: the forbidden vocabulary reached past the static gate by aliasing or
+    string-built names (``len.__self__``, ``getattr(m, "g" + "c")``): heap and stack walks,
+    tracing, code from strings, code replacement, forbidden imports, ctypes, processes, signals,
+    files, sockets (E1–E5, B10, D2, D4, D5).
+    How: `audit_policy` (a PEP 578 audit hook the candidate cannot remove) refuses those events
+    when the candidate's own frame is responsible, and records them.
+    """
+    if evidence.refused:
+        shown = "; ".join(evidence.refused[:6])
+        return Violation(ViolationCode.FORBIDDEN_CONSTRUCT,
+                         f"the candidate attempted operations refused at run time: {shown}")
+    return None
+
+
+def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
+                    reference_work: tuple[int, int] = (0, 0)) -> list[Violation]:
     """All per-call checks, in a fixed order."""
     found = [
+        check_nothing_refused(evidence),
         check_harness_untouched(evidence),
         check_no_background_thread(evidence),
         check_triton_launched(evidence),
         check_output_from_kernel(evidence),
-        check_no_pytorch_fallback(evidence, reference_ops),
+        check_no_pytorch_fallback(evidence, reference_ops, reference_work),
         check_inputs_unchanged(evidence),
         check_output_not_aliased(evidence),
         check_output_plain(evidence),

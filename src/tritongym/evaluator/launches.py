@@ -70,11 +70,13 @@ class LaunchRecorder:
         recorder = self
 
         def run(self, *args, grid=None, warmup=False, **kwargs):  # noqa: ANN001 - Triton's signature
-            if recorder.active and not warmup:
-                recorder._record(self, grid, args, kwargs)
             # The interpreter runs ATen ops of its own; they are not the candidate's compute.
             with untraced():
-                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+                result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            # Recorded only once the launch returned: a kernel that raises did no work.
+            if recorder.active and not warmup:
+                recorder._record(self, grid, args, kwargs)
+            return result
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         cls.run = run

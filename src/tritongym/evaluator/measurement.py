@@ -43,17 +43,17 @@ def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: W
         for block, size in enumerate(block_sizes):
             phase = f"timing block {block}"
             for _ in range(size):
+                # A repetition's round trip spans rep and drop/keep, on both sides alike.
                 sent = time.perf_counter()
                 done = reference.request("rep", {"seed": evaluation.seed_source()}, "rep_done")
-                samples["ref_rt"].append((time.perf_counter() - sent) * 1e3)
                 reference.request("drop", {}, "dropped")
+                samples["ref_rt"].append((time.perf_counter() - sent) * 1e3)
                 samples["ref"].append(float(done["ms"]))
                 samples["ref_host"].append(float(done["host_ms"]))
             for _ in range(size):
                 seed = evaluation.seed_source()
                 sent = time.perf_counter()
                 done = evaluation._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
-                samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                 ms, host_ms = done.get("ms"), done.get("host_ms")
                 if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
                            for v in (ms, host_ms)):
@@ -63,8 +63,10 @@ def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: W
                     return
                 samples["cand"].append(float(ms))
                 samples["cand_host"].append(float(host_ms))
+                _check_rep_evidence(evaluation, done, rep_index)
                 if rep_index in rechecked:
                     kept = evaluation._expect(candidate.request("keep", {}), "output", phase)
+                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                     expected = reference.request("expected_for", {"seed": seed}, "expected")
                     comparison = compare_outputs(expected["expected"], kept.get("outputs"),
                                                  evaluation.options.tolerance_for)
@@ -75,6 +77,7 @@ def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: W
                             f"({comparison.message}); outputs must be computed on every call"))
                 else:
                     evaluation._expect(candidate.request("drop", {}), "dropped", phase)
+                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                 rep_index += 1
     except TimeoutError as exc:
         raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {evaluation.options.timeout:g} s "
@@ -136,3 +139,23 @@ def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
                       candidate=profiling.is_candidate_kernel(k.name, mine))
         for k in kernels[:20]
     ]
+
+
+def _check_rep_evidence(evaluation: _Evaluation, done: dict, rep_index: int) -> None:
+    """The checks that also apply to timed calls: no new thread, no tampering, nothing refused."""
+    tampered = [str(name)[:200] for name in done.get("tampered", []) if isinstance(name, str)]
+    if tampered:
+        evaluation.add_violation(Violation(
+            ViolationCode.HARNESS_TAMPERING,
+            f"during timed call {rep_index} the candidate replaced functions the evaluator relies on: "
+            f"{', '.join(tampered[:8])}"))
+    refused = [str(item)[:200] for item in done.get("refused", []) if isinstance(item, str)]
+    if refused:
+        evaluation.add_violation(Violation(
+            ViolationCode.FORBIDDEN_CONSTRUCT,
+            f"the candidate attempted operations refused at run time: {'; '.join(refused[:6])}"))
+    before, after = done.get("threads_before", 0), done.get("threads_after", 0)
+    if isinstance(before, int) and isinstance(after, int) and after > before:
+        evaluation.add_violation(Violation(
+            ViolationCode.BACKGROUND_THREAD,
+            f"timed call {rep_index} left {after - before} new thread(s) running; do all work inside the call"))

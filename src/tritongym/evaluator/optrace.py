@@ -29,6 +29,9 @@ NON_COMPUTE_OPS = frozenset(
         "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
         "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
         "new_full", "fill", "fill_", "zero", "zero_", "scalar_tensor", "resize_", "resize_as_",
+        # factories that fill with random values or index patterns
+        "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal",
+        "normal_", "uniform", "uniform_", "bernoulli", "bernoulli_", "arange", "linspace", "logspace", "eye",
         # plain copies and device/dtype moves of whole tensors
         "copy", "copy_", "clone", "contiguous", "_to_copy", "to", "detach", "detach_", "lift_fresh",
         "lift_fresh_copy", "alias", "set_", "_copy_from", "_copy_from_and_resize",
@@ -83,8 +86,33 @@ def is_compute(func: Any) -> bool:
     return not name.startswith("prim::")
 
 
+def _flop_registry() -> dict[Any, Any]:
+    try:
+        from torch.utils.flop_counter import flop_registry
+    except ImportError:  # pragma: no cover - older torch
+        return {}
+    return dict(flop_registry)
+
+
+#: FLOP formulas of matmul, convolution and attention ops, from torch's own flop counter.
+_FLOPS = _flop_registry()
+
+
+def _output_elements(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (list, tuple)):
+        return sum(_output_elements(v) for v in value)
+    return 0
+
+
 class OpTrace(TorchDispatchMode):
-    """Counts every dispatched op while active; `compute_ops()` lists the arithmetic ones."""
+    """Counts every dispatched op while active; `compute_ops()` lists the arithmetic ones.
+
+    It also measures how much work those compute ops did: `compute_elements`, the elements
+    their outputs hold, and `compute_flops`, the FLOPs of matmul/convolution/attention ops by
+    torch's flop counter formulas. The parent compares both with the reference's.
+    """
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -96,13 +124,24 @@ class OpTrace(TorchDispatchMode):
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.compute: dict[str, None] = {}
+        self.compute_elements = 0
+        self.compute_flops = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
         name = op_name(func)
         self.counts[name] += 1
+        out = func(*args, **kwargs)
         if is_compute(func):
             self.compute.setdefault(name, None)
-        return func(*args, **(kwargs or {}))
+            self.compute_elements += _output_elements(out)
+            formula = _FLOPS.get(getattr(func, "overloadpacket", None))
+            if formula is not None:
+                try:
+                    self.compute_flops += int(formula(*args, **kwargs, out_val=out))
+                except Exception:  # noqa: BLE001 - a formula that does not fit counts nothing
+                    pass
+        return out
 
     def compute_ops(self) -> list[str]:
         """Compute ops in order of first use, each once (``aten::addmm``, ...)."""
@@ -114,6 +153,24 @@ def untraced() -> Iterator[None]:
     """Suspend every active dispatch mode (used around Triton launches and harness work)."""
     with _disable_current_modes():
         yield
+
+
+def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]) -> str | None:
+    """Why the candidate's PyTorch ops did the reference's work, or None.
+
+    ``work = (elements, flops)``. A fallback when the PyTorch ops produced at least as many
+    elements as the whole reference computation does, or at least half its matmul/convolution
+    FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as a broadcast multiply and sum, or
+    keeping the GEMM in PyTorch and writing only the epilogue in Triton.
+    """
+    elements, flops = candidate_work
+    ref_elements, ref_flops = reference_work
+    if ref_flops > 0 and flops >= 0.5 * ref_flops:
+        return f"{flops:.3g} of the reference's {ref_flops:.3g} matmul/convolution FLOPs ran in PyTorch"
+    if ref_elements > 0 and elements >= ref_elements:
+        return (f"PyTorch compute ops produced {elements} elements, as many as the reference's whole "
+                f"computation ({ref_elements})")
+    return None
 
 
 def covers_reference(candidate_ops: list[str], reference_ops: list[str]) -> bool:

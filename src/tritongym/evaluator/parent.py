@@ -130,6 +130,14 @@ class _Evaluation:
     def _fail_from_reply(self, message: Message, phase: str) -> CandidateFailed:
         payload = message.payload if isinstance(message.payload, dict) else {}
         text = str(payload.get("message", "the candidate reported an error"))[:4000]
+        refused = [str(item)[:200] for item in payload.get("refused", []) if isinstance(item, str)][:6]
+        if refused:
+            # The error came from (or followed) an operation the run-time policy refused.
+            violation = Violation(ViolationCode.FORBIDDEN_CONSTRUCT,
+                                  f"the candidate attempted operations refused at run time: {'; '.join(refused)}")
+            if violation.code not in self.options.disabled_checks:
+                self.add_violation(violation)
+                return CandidateFailed(Status.INTEGRITY_VIOLATION, f"{phase}: {violation.message}\n{text}")
         kind = payload.get("kind")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
         return CandidateFailed(status, f"{phase}: {text}")
@@ -218,7 +226,7 @@ class _Evaluation:
             self.candidate_ops.setdefault(op, None)
         for launch in evidence.launches:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
-        for violation in checks.run_call_checks(evidence, self.reference_ops):
+        for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work):
             self.add_violation(violation)
 
     def finish(self, failure: CandidateFailed | None, candidate: WorkerProcess | None, started: float) -> EvalResult:
@@ -269,13 +277,14 @@ class _Evaluation:
 
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
            limits: ResourceLimits, interpret: bool, budget: Budget,
-           problem_path: Path | None = None, cgroup: Cgroup | None = None) -> WorkerHandle:
+           problem_path: Path | None = None, cgroup: Cgroup | None = None,
+           extra_args: tuple[str, ...] = ()) -> WorkerHandle:
     parent_end, child_end = socket.socketpair()
     try:
         process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
                                channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
                                interpret=interpret, problem_path=str(problem_path) if problem_path else None,
-                               cgroup=cgroup)
+                               cgroup=cgroup, extra_args=extra_args)
     except BaseException:
         parent_end.close()
         if cgroup is not None:
@@ -427,7 +436,9 @@ def evaluate(
         candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, budget=Budget(options.timeout),
-                           problem_path=job / "problem.py", cgroup=cgroup)
+                           problem_path=job / "problem.py", cgroup=cgroup,
+                           extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
+                                       in options.disabled_checks else ()))
         reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)

@@ -32,6 +32,7 @@ class ReferenceTrial:
     expected: Any
     compute_ops: list[str]
     finite: bool
+    compute_work: tuple[int, int] = (0, 0)
     truth: Any = None
 
 
@@ -124,4 +125,5 @@ class ReferenceRunner:
         reply = self.request("trial", {"seed": seed, "family": family, "truth": truth}, "trial")
         return ReferenceTrial(family=family, inputs=list(reply["inputs"]), expected=reply["expected"],
                               compute_ops=list(reply["compute_ops"]), finite=bool(reply["finite"]),
+                              compute_work=tuple(int(v) for v in reply.get("compute_work", (0, 0))),
                               truth=reply.get("truth"))

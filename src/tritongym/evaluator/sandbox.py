@@ -282,6 +282,7 @@ def spawn_worker(
     interpret: bool,
     problem_path: str | None = None,
     cgroup: Cgroup | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
 
@@ -320,6 +321,7 @@ def spawn_worker(
             "--source", visible(source_path), "--device", device]
     if problem_path is not None:
         argv += ["--problem", visible(problem_path)]
+    argv += list(extra_args)
     if mode == "bwrap":
         # bwrap must not inherit our environment either: --clearenv, then the allow-list.
         env_args = ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]

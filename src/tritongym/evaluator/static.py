@@ -24,6 +24,7 @@ defence: the run-time checks and the sandbox decide), but they name an attack wh
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from tritongym.tasks.problem import defined_names
@@ -33,8 +34,17 @@ FORBIDDEN_MODULES = frozenset({
     "ctypes", "cffi", "gc", "inspect", "threading", "_thread", "multiprocessing", "concurrent",
     "subprocess", "socket", "signal", "importlib", "builtins", "marshal", "pickle", "dill",
     "asyncio", "pty", "fcntl", "mmap", "resource", "sysconfig", "site", "code", "codeop",
-    "torch._dynamo", "torch._inductor", "cuda", "cupy", "numba", "pycuda",
+    "operator", "types", "weakref", "copyreg", "tracemalloc", "faulthandler", "pdb", "bdb",
+    "torch._dynamo", "torch._inductor", "torch._C", "torch.utils._python_dispatch", "cuda", "cupy",
+    "numba", "pycuda",
 })
+#: Dunder attributes honest code uses; every other ``__name__``-style attribute is forbidden.
+ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__qualname__", "__module__", "__call__",
+                             "__len__", "__getitem__", "__setitem__", "__iter__", "__next__", "__enter__",
+                             "__exit__", "__version__"})
+#: Built-in functions a Triton kernel body may call (everything else must be tl.*/triton.* or @jit).
+KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
+                             "enumerate", "zip", "tuple", "list", "getattr", "static_print", "static_assert"})
 #: Built-in functions that execute or reach code dynamically.
 FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "globals", "vars", "setattr", "open",
                              "delattr"})
@@ -44,6 +54,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "tb_frame", "gi_frame", "cr_frame", "ag_frame", "__globals__", "__code__", "__closure__", "__builtins__",
     "__subclasses__", "__loader__", "__spec__", "_current_frames",
 })
+_FORMAT_ATTRIBUTE = re.compile(r"\{[^{}]*\.[^{}]*\}|\{[^{}]*\[[^{}]*\}")
+
 #: Dotted names that are forbidden wherever they appear.
 FORBIDDEN_DOTTED = {
     "sys.modules": "sys.modules tampering",
@@ -156,16 +168,34 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FORBIDDEN_ATTRIBUTES:
             self.note(node, f"accesses .{node.attr}")
+        elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
+            self.note(node, f"accesses .{node.attr}")
         dotted = _dotted(node)
         if dotted:
-            self._check_dotted(node, self.resolve(dotted))
+            resolved = self.resolve(dotted)
+            self._check_dotted(node, resolved)
+            parts = resolved.split(".")
+            if parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts):
+                self.note(node, f"uses the private {resolved} (internals of {parts[0]})")
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        # "{0.__globals__}".format(f) reads attributes without an attribute node.
+        if isinstance(node.value, str) and _FORMAT_ATTRIBUTE.search(node.value):
+            self.note(node, "a format string that reads attributes")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in ("__builtins__",):
             self.note(node, f"uses {node.id}")
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2:
+            name = node.args[1]
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                self.note(node, f"{node.func.id}() with a computed attribute name")
+            elif name.value in FORBIDDEN_ATTRIBUTES or (
+                    name.value.startswith("__") and name.value.endswith("__") and name.value not in ALLOWED_DUNDERS):
+                self.note(node, f"{node.func.id}() of .{name.value}")
         if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
             target = _dotted(node.args[0]) if node.args and node.func.id in ("setattr", "delattr") else ""
             if node.func.id in ("setattr", "delattr"):
@@ -196,6 +226,46 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _kernel_body_calls(tree: ast.Module, scanner: _Scanner, kernels: set[str]) -> list[str]:
+    """Calls inside ``@triton.jit`` bodies that are not Triton: the interpreter would run them as Python.
+
+    On a GPU a kernel can call only ``tl``/``triton`` functions and other ``@triton.jit``
+    functions; the CPU interpreter runs the body as Python and would execute any helper (with
+    the op trace suspended), so such calls are rejected here.
+    """
+    module_level = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                          ast.ClassDef))}
+    module_level |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                     if isinstance(t, ast.Name)}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef) or function.name not in kernels:
+            continue
+        local = {a.arg for a in function.args.args + function.args.kwonlyargs}
+        local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for call in ast.walk(function):
+            if not isinstance(call, ast.Call):
+                continue
+            dotted = _dotted(call.func)
+            if not dotted:
+                continue
+            root = dotted.split(".")[0]
+            resolved = scanner.resolve(dotted)
+            if resolved.split(".")[0] in ("triton", "math"):
+                continue
+            if isinstance(call.func, ast.Name):
+                if dotted in kernels or dotted in KERNEL_BUILTINS or (dotted in local and dotted not in module_level):
+                    continue
+                found.append(f"line {call.lineno}: kernel {function.name} calls {dotted}(), which is not a Triton "
+                             "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
+            elif root in local and root not in module_level:
+                continue  # a method of a local value (x.to(...), acc.sum(...))
+            else:
+                found.append(f"line {call.lineno}: kernel {function.name} calls {dotted}(), which is not a Triton "
+                             "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
+    return found
+
+
 def inspect_source(source: str) -> StaticReport:
     """Parse `source` and report what it defines and which forbidden constructs it uses."""
     try:
@@ -211,6 +281,8 @@ def inspect_source(source: str) -> StaticReport:
         if isinstance(node, ast.FunctionDef)
         and any(_is_triton_jit(scanner.resolve(_dotted(d))) for d in node.decorator_list)
     )
+    forbidden = list(scanner.found)
+    forbidden += _kernel_body_calls(tree, scanner, set(kernels))
     findings = []
     if any(isinstance(node, ast.Try) for node in ast.walk(tree)):
         findings.append("the source uses try/except; a fallback path that skips the Triton kernels "
@@ -218,6 +290,6 @@ def inspect_source(source: str) -> StaticReport:
     return StaticReport(
         defines_model_new="ModelNew" in defined_names(tree),
         triton_kernels=kernels,
-        forbidden=tuple(scanner.found),
+        forbidden=tuple(dict.fromkeys(forbidden)),
         findings=tuple(findings),
     )

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from tritongym.evaluator import worker_common as common
+from tritongym.evaluator.channel import Channel
 
 #: Smallest L2 flush buffer (bytes); KernelBench and Triton's do_bench use 256 MB.
 MIN_FLUSH_BYTES = 256 << 20
@@ -45,6 +46,7 @@ _event_record = torch.cuda.Event.record
 _event_synchronize = torch.cuda.Event.synchronize
 _event_elapsed = torch.cuda.Event.elapsed_time
 _no_grad = torch.no_grad
+_send = Channel.send
 
 
 def timing_inputs(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
@@ -145,12 +147,15 @@ class TimingSession:
     """
 
     def __init__(self, channel: Any, model: torch.nn.Module, module: ModuleType, device: torch.device,
-                 output_transform: Callable[[Any], Any] = lambda value: value) -> None:
+                 output_transform: Callable[[Any], Any] = lambda value: value,
+                 observe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.channel = channel
         self.model = model
         self.module = module
         self.device = device
         self.output_transform = output_transform
+        # The candidate worker passes its thread count and tamper check, reported with each rep.
+        self.observe = observe
         self.timer = RepTimer(device)
         self.last_output: Any = None
 
@@ -162,23 +167,29 @@ class TimingSession:
                 float(payload["warmup_ms"]),
             )
             name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-            self.channel.send("time_ready", {"method": self.timer.method, "device_name": name,
+            _send(self.channel, "time_ready", {"method": self.timer.method, "device_name": name,
                                              "warmup_calls": calls})
         elif kind == "rep":
             inputs = timing_inputs(self.module, int(payload["seed"]), self.device)
             common.synchronize(self.device)
+            before = self.observe() if self.observe is not None else {}
             ms, host_ms, self.last_output = self.timer.time_call(self.model, inputs)
+            after = self.observe() if self.observe is not None else {}
             del inputs
-            self.channel.send("rep_done", {"ms": ms, "host_ms": host_ms})
+            reply: dict[str, Any] = {"ms": ms, "host_ms": host_ms}
+            if self.observe is not None:
+                reply.update(threads_before=before.get("threads", 0), threads_after=after.get("threads", 0),
+                             tampered=after.get("tampered", []), refused=after.get("refused", []))
+            _send(self.channel, "rep_done", reply)
         elif kind == "keep":
             output, self.last_output = self.last_output, None
-            self.channel.send("output", {"outputs": self.output_transform(output)})
+            _send(self.channel, "output", {"outputs": self.output_transform(output)})
         elif kind == "drop":
             self.last_output = None
-            self.channel.send("dropped", {})
+            _send(self.channel, "dropped", {})
         elif kind == "bandwidth":
             bandwidth = measure_copy_bandwidth(self.device) if self.device.type == "cuda" else 0.0
-            self.channel.send("bandwidth", {"bytes_per_s": bandwidth})
+            _send(self.channel, "bandwidth", {"bytes_per_s": bandwidth})
         else:
             return False
         return True

@@ -27,6 +27,8 @@ def parse_worker_args(description: str) -> argparse.Namespace:
     parser.add_argument("--source", required=True, help="path of the module to load")
     parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
     parser.add_argument("--problem", help="path of the problem module (candidate worker: timing inputs)")
+    parser.add_argument("--allow-forbidden", action="store_true",
+                        help="candidate worker: record forbidden operations without refusing them")
     return parser.parse_args()
 
 
