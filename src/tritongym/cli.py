@@ -146,6 +146,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     budgets = {"device": args.device, "memory budget": f"{args.memory_budget_gb:g} GiB",
                "time budget": f"{args.time_budget_s:g} s (first trial)", "input seeds": args.input_seeds,
                "weight seeds": args.weight_seeds, "tolerance": f"atol={args.atol:g}, rtol={args.rtol:g}"}
+    command = " ".join(["tritongym audit", f"--problems {args.problems}",
+                        *(f"--level {n}" for n in args.level or []), f"--device {args.device}",
+                        f"--memory-budget-gb {args.memory_budget_gb:g}",
+                        f"--time-budget-s {args.time_budget_s:g}"])
+    context = audit.run_context([command], **budgets)  # before the run: the commit that ran
     on_audit = (lambda result: print(result.to_json(), flush=True)) if args.json else None
     audits = audit.audit_problems(problems, on_audit=on_audit, device=args.device,
                                   input_seeds=args.input_seeds, weight_seeds=args.weight_seeds,
@@ -154,12 +159,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.flags_json:
         audit.write_flags_json(audits, args.flags_json)
     if args.markdown:
-        command = " ".join(["tritongym audit", f"--problems {args.problems}",
-                            *(f"--level {n}" for n in args.level or []), f"--device {args.device}",
-                            f"--memory-budget-gb {args.memory_budget_gb:g}",
-                            f"--time-budget-s {args.time_budget_s:g}"])
-        report = audit.render_markdown(audits, audit.run_context([command], **budgets))
-        Path(args.markdown).write_text(report, encoding="utf-8")
+        Path(args.markdown).write_text(audit.render_markdown(audits, context), encoding="utf-8")
     if not args.json:
         for result in (a for a in audits if a.flags):
             tol = result.override

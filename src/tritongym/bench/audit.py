@@ -243,6 +243,21 @@ class ProblemAudit:
         """One line of strict JSON (non-finite numbers become null)."""
         return json.dumps(_finite_json(self.to_dict()), allow_nan=False)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProblemAudit:
+        """The inverse of `to_dict` (reads saved ``--json`` lines, e.g. to merge runs or redo a report)."""
+        data = dict(data)
+        stats = data.get("stats")
+        if stats is not None:
+            stats = AuditStats(**{**stats, "output_shapes": tuple(tuple(s) for s in stats["output_shapes"])})
+        estimate = data.get("estimate")
+        if estimate is not None:
+            estimate = SizeEstimate(**{k: v for k, v in estimate.items() if k != "total_bytes"})
+        override = data.get("override")
+        return cls(**{**data, "status": AuditStatus(data["status"]),
+                      "flags": tuple(AuditFlag(f) for f in data.get("flags", ())), "stats": stats,
+                      "estimate": estimate, "override": ToleranceOverride(**override) if override else None})
+
 
 def _finite_json(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -547,7 +562,13 @@ def tolerance_grid(tolerance: tuple[float, float], atol_steps: int = ATOL_STEPS,
                    rtol_steps: int = RTOL_STEPS) -> tuple[list[float], list[float]]:
     """The candidate tolerances: ``atol·10⁻ⁱ`` (i < atol_steps) and ``rtol·10⁻ʲ`` (j < rtol_steps)."""
     atol, rtol = tolerance
-    return [atol * 10.0 ** -i for i in range(atol_steps)], [rtol * 10.0 ** -j for j in range(rtol_steps)]
+    return ([_tidy(atol * 10.0 ** -i) for i in range(atol_steps)],
+            [_tidy(rtol * 10.0 ** -j) for j in range(rtol_steps)])
+
+
+def _tidy(value: float) -> float:
+    """`value` rounded to 6 significant digits (1e-07, not 1.0000000000000001e-07)."""
+    return float(f"{value:.6g}")
 
 
 def recommend_tolerance(trivial_excess: Mapping[str, Sequence[Sequence[float]]],
@@ -611,10 +632,11 @@ def _classify(exc: ProblemError) -> tuple[AuditStatus, str]:
     text = str(exc)
     if isinstance(exc.__cause__, TimeoutError):
         return AuditStatus.SKIPPED, text.splitlines()[0]
-    memory = ("can't allocate memory", "MemoryError", "out of memory", "killed by SIGKILL", "std::bad_alloc")
-    if any(marker in text for marker in memory):
-        last = text.strip().splitlines()[-1][:300]
-        return AuditStatus.SKIPPED, f"ran out of memory under the worker's cap: {last}"
+    memory = ("can't allocate memory", "MemoryError", "out of memory", "killed by SIGKILL", "std::bad_alloc",
+              "exceeds the limit of")
+    evidence = [line for line in text.splitlines() if any(marker in line for marker in memory)]
+    if evidence:
+        return AuditStatus.SKIPPED, f"over the memory budget when run: {evidence[0].strip()[:300]}"
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return AuditStatus.FAILED, " | ".join(lines[-3:])[:600]
 
@@ -817,6 +839,10 @@ def audit_problem(
     try:
         with ReferenceRunner(problem, device=device, timeout=max(60.0, 5 * time_budget_s),
                              memory_limit_bytes=cap) as runner:
+            # A trial's reply carries the inputs, the outputs and the float64 truth (twice the
+            # outputs' bytes): within 3x the memory budget for any problem not skipped above.
+            runner.channel.max_message_bytes = max(runner.channel.max_message_bytes,
+                                                   int(3 * memory_budget_gb * GiB) + (64 << 20))
             stats, flags, override, note = _run(runner, estimate, input_seeds=input_seeds,
                                                 weight_seeds=weight_seeds, tolerance=tolerance,
                                                 time_budget_s=time_budget_s, seed=seed)
@@ -1042,8 +1068,8 @@ def write_flags_json(audits: Sequence[ProblemAudit], path: str | os.PathLike[str
         if audit.status != AuditStatus.AUDITED or not audit.flags:
             continue
         entry = {"problem_id": audit.problem_id, "flags": [f.value for f in audit.flags],
-                 "atol": audit.override.atol if audit.override else None,
-                 "rtol": audit.override.rtol if audit.override else None, "note": audit.override_note}
+                 "atol": _tidy(audit.override.atol) if audit.override else None,
+                 "rtol": _tidy(audit.override.rtol) if audit.override else None, "note": audit.override_note}
         previous = problems.get(audit.content_hash)
         if previous is not None:  # the same source under two ids: the union of flags, the stricter tolerance
             entry["flags"] = sorted(set(previous["flags"]) | set(entry["flags"]))

@@ -64,6 +64,8 @@ PROBLEMS = {
     "healthy": _problem("return self.linear(x)", "torch.randn(16, 32)", linear=True),
     # 16 GiB of inputs: must be skipped without allocating them.
     "oversized": _problem("return x", "torch.randn(1 << 20, 1 << 12)"),
+    # A trial reply (inputs + outputs) over the channel's default 64 MiB frame limit.
+    "large_trial": _problem("return 2 * x", "torch.randn(2, 9_000_000)"),
     # The reference itself raises.
     "raises": _problem("raise ValueError('boom in the reference forward')", "torch.randn(4, 32)"),
 }
@@ -130,6 +132,12 @@ def test_healthy_problem_has_no_flags(audits):
     assert result.stats.repeat_max_diff == 0.0
     assert all(count == 0 for count in result.stats.trivial_passes.values())
     assert set(result.stats.trivial_passes) == {"zeros", "constant", "mean of other seeds", "input 0"}
+
+
+def test_problem_with_large_trials_is_audited(audits):
+    result = audits["large_trial"]
+    assert result.status == AuditStatus.AUDITED, result.reason
+    assert result.flags == ()
 
 
 def test_oversized_problem_is_skipped_from_its_meta_estimate(audits):
@@ -332,6 +340,16 @@ def test_problem_audit_json_round_trip_is_strict_json():
     data = json.loads(result.to_json())
     assert data["flags"] == ["zeros_pass"] and data["status"] == "audited"
     assert data["stats"]["max_abs_output"] is None
+
+
+def test_problem_audit_round_trips_through_json(audits):
+    for result in audits.values():
+        assert ProblemAudit.from_dict(json.loads(result.to_json())) == result
+
+
+def test_tolerance_grid_is_tidy():
+    atols, rtols = audit.tolerance_grid((1e-2, 1e-2))
+    assert atols == [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8] and rtols == [1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
 
 
 def test_markdown_report_lists_every_section():
