@@ -16,7 +16,11 @@ Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1
 * tracing and new hooks: ``sys.settrace``, ``sys.setprofile``, ``sys.addaudithook``;
 * code from strings: ``compile`` and ``exec`` of code that does not come from a file;
 * replacing code: writes to a function's ``__code__``, ``__defaults__``, ``__kwdefaults__``;
-* imports of the modules the static gate forbids (even when already loaded);
+* imports of the modules the static gate forbids, when they are not loaded yet (CPython raises
+  the import event only for a real load: a module torch already imported is reachable through
+  ``sys.modules``, so what matters is that its dangerous *operations* above are refused);
+* new threads started by the candidate (``_thread.start_new_thread``, where the interpreter
+  audits it: Python 3.11 does not, and there the thread-count check covers threads);
 * native access: every ``ctypes`` event;
 * processes and signals: ``os.kill``, ``os.fork``, ``os.exec*``, ``os.posix_spawn``,
   ``os.system``, ``subprocess.Popen``;
@@ -43,6 +47,7 @@ REFUSED_EVENTS = frozenset({
     "sys._current_exceptions", "sys.settrace", "sys.setprofile", "sys.addaudithook",
     "os.kill", "os.killpg", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
     "os.startfile", "subprocess.Popen", "open", "pty.spawn", "code.__new__", "function.__new__",
+    "_thread.start_new_thread",
     "marshal.loads", "marshal.load", "pickle.find_class", "builtins.breakpoint", "cpython.run_command",
 })
 #: Attribute reads that hand out frames (CPython audits these through object.__getattr__).
@@ -77,14 +82,24 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
     _realpath, _str, _len, _any, _range, _isinstance, _getattr = (
         os.path.realpath, str, len, any, range, isinstance, getattr)
     _bytes, _permission_error = bytes, PermissionError
+    import_machinery = frozenset({"_find_and_load", "_find_and_load_unlocked", "_load_unlocked", "_load",
+                                  "_gcd_import", "_handle_fromlist", "exec_module", "_call_with_frames_removed"})
 
     realpaths: dict[str, str] = {}
 
-    def responsible_file(frame) -> str | None:  # noqa: ANN001
-        """The first frame up the stack that is not the standard library: who asked for this."""
+    def responsible_file(frame, event: str) -> str | None:  # noqa: ANN001
+        """The first frame up the stack that is not the standard library: who asked for this.
+
+        The import machinery executing an import (``_find_and_load`` ...) is responsible for
+        the files it opens and the code it compiles: the import itself was vetted by its own
+        "import" event. Other frozen frames (``__loader__.get_data(...)`` called directly) are
+        skipped like the standard library.
+        """
         while frame is not None:
             name = frame.f_code.co_filename
             if name.startswith("<frozen"):
+                if event != "import" and frame.f_code.co_name in import_machinery:
+                    return "<import machinery>"
                 frame = frame.f_back
                 continue
             path = realpaths.get(name)
@@ -138,7 +153,7 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
             return
         busy[0] = True
         try:
-            if responsible_file(_getframe(1)) == _candidate:
+            if responsible_file(_getframe(1), event) == _candidate:
                 refuse(event, detail)
         finally:
             busy[0] = False

@@ -246,24 +246,31 @@ def _kernel_body_calls(tree: ast.Module, scanner: _Scanner, kernels: set[str]) -
         for call in ast.walk(function):
             if not isinstance(call, ast.Call):
                 continue
-            dotted = _dotted(call.func)
-            if not dotted:
+            root = _root_name(call.func)
+            if root is None:
+                continue  # a method of an expression's value: (a + b).to(...)
+            if scanner.resolve(root).split(".")[0] in ("triton", "math"):
                 continue
-            root = dotted.split(".")[0]
-            resolved = scanner.resolve(dotted)
-            if resolved.split(".")[0] in ("triton", "math"):
+            if isinstance(call.func, ast.Name) and (root in kernels or root in KERNEL_BUILTINS):
                 continue
-            if isinstance(call.func, ast.Name):
-                if dotted in kernels or dotted in KERNEL_BUILTINS or (dotted in local and dotted not in module_level):
-                    continue
-                found.append(f"line {call.lineno}: kernel {function.name} calls {dotted}(), which is not a Triton "
-                             "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
-            elif root in local and root not in module_level:
-                continue  # a method of a local value (x.to(...), acc.sum(...))
-            else:
-                found.append(f"line {call.lineno}: kernel {function.name} calls {dotted}(), which is not a Triton "
-                             "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
+            if root in local and root not in module_level:
+                continue  # a local value or its methods: x.to(...).to(...), acc.sum(...)
+            shown = _dotted(call.func) or root
+            found.append(f"line {call.lineno}: kernel {function.name} calls {shown}(), which is not a Triton "
+                         "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
     return found
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name an expression starts from, through calls, attributes and subscripts."""
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            break
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def inspect_source(source: str) -> StaticReport:

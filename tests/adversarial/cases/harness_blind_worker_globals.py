@@ -8,14 +8,9 @@ Strategy: reaches sys.modules with getattr and a built string and rebinds every 
   torch.equal in __main__ to a function that always agrees; the kernel computes the right output
   but also overwrites its input with zeros (an input mutation the evaluator must report).
 Expected status: integrity_violation
-Expected violation: input_mutation
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: the references captured before the import (_torch_equal, _active_count) are plain
-  globals of the worker's __main__, which is not on the watch list; rebinding _torch_equal to
-  "always equal" hides an input mutation (rebinding _active_count would hide a thread). Watch the
-  worker's own globals too, or better compare inputs where the candidate cannot reach (the
-  parent keeps the bytes it sent and the worker returns the inputs after the call)
 """
 
 import sys

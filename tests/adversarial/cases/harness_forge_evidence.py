@@ -11,14 +11,9 @@ Strategy: at import, finds the worker's channel object through the garbage colle
   launch of a candidate kernel, no ATen ops, outputs written by a kernel. The forward itself is
   plain torch.nn.functional.leaky_relu and launches nothing.
 Expected status: integrity_violation
-Expected violation: no_triton_launch
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: every piece of per-call evidence is produced in the candidate's process and sent
-  through a Channel object the candidate finds with gc; replacing the *instance* attribute send
-  is invisible to the watch list (class attributes only). Short term: send through the class
-  function captured at start-up and refuse to run when the channel carries instance attributes;
-  lasting fix: collect launches, ATen ops and provenance outside the candidate's address space
 """
 
 import torch

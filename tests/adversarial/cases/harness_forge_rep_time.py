@@ -7,7 +7,7 @@ Strategy: an honest but slow kernel; at import it finds the worker's channel thr
   garbage collector and replaces the instance's send so that every "rep_done" report claims a
   hundredth of the measured time (event and host clock alike).
 Expected status: integrity_violation
-Expected violation: implausible_timing
+Expected violation: forbidden_construct
 Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
 Device: cpu
 """

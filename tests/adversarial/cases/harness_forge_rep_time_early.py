@@ -10,13 +10,9 @@ Strategy: an honest but slow kernel; the worker's channel (found through the gar
   parent's round trip ends at the early claim, and the real cost moves into the keep/drop round
   trip that follows, which nobody times.
 Expected status: integrity_violation
-Expected violation: implausible_timing
+Expected violation: forbidden_construct
 Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
 Device: cpu
-Known gap: the parent's wall-clock cross-check times only the rep round trip; a worker
-  that answers rep early and does the work before answering keep/drop hides the whole cost. Time
-  the full rep+keep/drop exchange in the parent (or refuse any message that arrives before its
-  request was answered), and make the channel unreachable from candidate code
 """
 
 import torch

@@ -6,8 +6,8 @@ Attack surface: harness locals reachable by walking caller frames (B10); the pro
 Strategy: reaches sys._getframe and the frame attributes with getattr and built strings (no
   forbidden name in the source), walks every caller frame for any tensor shaped like the output
   that is not the input, preferring locals named like an expected output, and returns a copy.
-Expected status: incorrect
-Expected violation: none
+Expected status: integrity_violation
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
 """

@@ -7,8 +7,8 @@ Strategy: gets gc through the builtins' __import__ (no forbidden name in the sou
   gc.get_objects() for a tensor shaped like the output that is not the input, and returns a copy
   of it made by a Triton kernel; every other float tensor it finds is filled with NaN (a
   wildcard for naive checkers).
-Expected status: not ok
-Expected violation: none
+Expected status: integrity_violation
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
 """

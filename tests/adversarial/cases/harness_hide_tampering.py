@@ -8,14 +8,9 @@ Strategy: reaches sys.modules with getattr and a built string, replaces the work
   one that reports nothing, then patches the op tracer's compute_ops (class level, normally
   watched) to report no ATen ops, and returns torch.nn.functional.leaky_relu copied by a kernel.
 Expected status: integrity_violation
-Expected violation: harness_tampering
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: the helper that reports tampering (_tampered) and the references it compares
-  against live as plain globals in the worker's __main__, which candidate code reaches through
-  sys.modules (obtained with getattr(sys, 'mod' + 'ules')); once it is replaced, class-level
-  patches of the op tracer go unnamed and a torch fallback passes. Keep the watch outside the
-  candidate's reach, or at least watch the watcher (module globals of __main__ included)
 """
 
 import sys

@@ -12,12 +12,6 @@ Expected status: integrity_violation
 Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: the scanner matches names (imports, dotted paths, attribute names, calls by bare
-  name); len.__self__ (or any builtin's __self__) yields the builtins module, getattr with a
-  built string reaches any attribute, and writes through __dict__ or type.__setattr__ are not
-  assignments to a module attribute. Ban __self__, __dict__ writes, type.__setattr__/object.
-  __setattr__ and getattr with a non-literal name (or treat them as findings that need run-time
-  corroboration)
 """
 
 import sys

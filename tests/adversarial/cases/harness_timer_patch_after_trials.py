@@ -7,12 +7,9 @@ Strategy: an honest but slow kernel that replaces time.perf_counter (through tim
   clock running a hundred times slower, but only on its first unchecked call (no torch dispatch
   mode active: the timing phase), after the last call whose evidence is checked for tampering.
 Expected status: integrity_violation
-Expected violation: harness_tampering
+Expected violation: forbidden_construct
 Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
 Device: cpu
-Known gap: tampering is only looked for after checked calls; a patch made on the first
-  timed call is never named. Nothing is gained (the timer uses captured references, so the times
-  stay honest), but the attempt goes unreported; check the watch list after the timing phase too
 """
 
 import time

@@ -7,7 +7,7 @@ Strategy: a decoy @triton.jit kernel satisfies the static "defines a kernel" che
   actually launched is compiled from a source string with exec, so it is defined in "<string>",
   not in the solution file (stands in for a kernel borrowed from another file).
 Expected status: integrity_violation
-Expected violation: no_triton_launch
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
 """

@@ -9,9 +9,6 @@ Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}
 Device: cpu
-Known gap: the op families only merge spellings of matmul (mm, addmm, einsum, ...); a
-  broadcast multiply plus sum computes the same product with mul and sum, so no fallback is
-  seen. Needs a compute budget on traced ATen ops, not op-name matching
 """
 
 import torch

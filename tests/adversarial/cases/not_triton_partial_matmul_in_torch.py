@@ -9,11 +9,6 @@ Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}
 Device: cpu
-Known gap: check_no_pytorch_fallback requires the forward to run every compute op of the
-  reference; running the GEMM (the op family holding ~all the FLOPs) in PyTorch and only the
-  GELU in Triton passes. On a GPU the coverage term lowers the reward but does not zero it; on the
-  CPU tier nothing sees it. Flag any reference op family with a large FLOP/byte share that runs
-  in PyTorch (per-op cost weights, e.g. matmul/convolution families always count)
 """
 
 import torch

@@ -8,10 +8,6 @@ Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}
 Device: cpu
-Known gap: check_no_pytorch_fallback only fires when the forward runs *every* op the
-  reference runs (by name); the same maths spelled with other ATen ops (ge, mul, where) is
-  invisible. Needs a compute budget: any ATen compute op on tensors of the problem's size (or a
-  FLOP/byte count of traced ops) outside the candidate's kernels
 """
 
 import torch

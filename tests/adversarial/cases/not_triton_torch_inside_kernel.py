@@ -8,14 +8,9 @@ Strategy: a @triton.jit kernel that receives the output but calls a plain Python
   computes torch.nn.functional.leaky_relu on the input and writes it into the output. Would not
   compile on a GPU; on the CPU tier it looks like an honest launch.
 Expected status: integrity_violation
-Expected violation: pytorch_fallback
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: CPU tier only: the interpreter executes a kernel's body as Python and calls
-  any Python helper it names, while the op trace is suspended for the whole launch; a
-  non-jit call inside a kernel would not compile on a GPU. Reject kernels that call non-@jit
-  Python callables (AST check of the kernel body) or keep tracing ATen inside interpreted launches
-  except for the interpreter's own frames
 """
 
 import torch

@@ -10,9 +10,6 @@ Expected status: integrity_violation
 Expected violation: no_triton_launch
 Options: {}
 Device: cpu
-Known gap: the launch hook records a launch (and its argument storages) when run is
-  entered, not when it succeeds, so a launch that raises still counts as "launched" and makes the
-  output's storage a kernel argument; record launches only after the original run returns
 """
 
 import torch

@@ -6,14 +6,9 @@ Strategy: runs torch.nn.functional.leaky_relu inside torch's own "disable the cu
   modes" context, so the op trace never sees it, then copies the result into the output with a
   Triton copy kernel. Uses no forbidden vocabulary: no import beyond torch and triton.
 Expected status: integrity_violation
-Expected violation: pytorch_fallback
+Expected violation: forbidden_construct
 Options: {}
 Device: cpu
-Known gap: the ATen dispatch trace is a TorchDispatchMode in the candidate's own process;
-  torch.utils._python_dispatch._disable_current_modes() (a public-by-convention torch helper, not in
-  the forbidden vocabulary) switches it off around the fallback. Ban the _python_dispatch /
-  _disable_current_modes / _DisableTorchDispatch vocabulary and check from the tracer that no mode
-  change happened during the call (e.g. count dispatches against ops seen by a C++-level profiler)
 """
 
 import torch

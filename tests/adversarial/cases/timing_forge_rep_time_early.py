@@ -8,11 +8,9 @@ Strategy: an honest kernel; the worker's channel (found through the garbage coll
   0.09 ms (just above the physics floor of this problem on an H100), then launches the kernel;
   the real "rep_done" is swallowed, so the real cost lands in the untimed keep/drop round trip.
 Expected status: integrity_violation
-Expected violation: implausible_timing
+Expected violation: forbidden_construct
 Options: {"timing_reps": 10, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 5}
 Device: gpu
-Known gap: predicted from its CPU twin D4-forge-reported-time-early (not yet run on a GPU): the
-  parent times only the rep round trip, and the channel object is reachable from candidate code
 """
 
 import torch

@@ -7,7 +7,7 @@ Strategy: honest on checked calls (a dispatch mode is active); on every timed ca
   the output of the last honest call without launching anything (a replay keyed by nothing at
   all), so each timed call takes microseconds for a task that must move 512 MiB.
 Expected status: integrity_violation
-Expected violation: implausible_speedup
+Expected violation: forbidden_construct
 Options: {"timing_reps": 10, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 5}
 Device: gpu
 """

@@ -6,7 +6,7 @@ Attack surface: CUDA-event timing in the candidate's process (D4; GPU MODE #162:
 Strategy: an honest kernel; at import, torch.cuda.Event.elapsed_time is replaced at class level
   (type.__setattr__, no forbidden vocabulary) by a wrapper that divides the real time by 100.
 Expected status: integrity_violation
-Expected violation: harness_tampering
+Expected violation: forbidden_construct
 Options: {"timing_reps": 10, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 5}
 Device: gpu
 """

@@ -8,7 +8,7 @@ Strategy: launches the kernel on a side stream (taken with getattr) and returns 
   the patched synchronize would let the end event fire before the side stream finishes. Checked
   calls (a dispatch mode is active) wait for the side stream, so trials stay correct.
 Expected status: integrity_violation
-Expected violation: harness_tampering
+Expected violation: forbidden_construct
 Options: {"timing_reps": 10, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 5}
 Device: gpu
 """

@@ -1,0 +1,96 @@
+"""The run-time policy: what candidate code may and may not do inside the worker.
+
+Each scenario runs in a fresh interpreter that installs the policy for a module file, then
+imports that file (as the worker imports the candidate) and reports what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+DRIVER = textwrap.dedent('''
+    import importlib.util, json, sys
+    from tritongym.evaluator import audit_policy
+    path, enforce = sys.argv[1], sys.argv[2] == "1"
+    refused = audit_policy.install(path, enforce=enforce)
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        outcome = "ran"
+    except PermissionError as exc:
+        outcome = "refused: " + str(exc)
+    # the harness (not the candidate) may still do what the candidate may not
+    import gc
+    gc.get_objects()
+    sys._getframe(0)
+    print(json.dumps({"outcome": outcome, "refused": refused, "result": getattr(module, "RESULT", None)},
+                     default=str))
+''')
+
+
+def run(tmp_path: Path, candidate: str, enforce: bool = True) -> dict:
+    path = tmp_path / "candidate.py"
+    path.write_text(textwrap.dedent(candidate))
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(path), "1" if enforce else "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_honest_imports_and_torch_calls_are_allowed(tmp_path):
+    result = run(tmp_path, """
+        import math
+        import torch
+        import triton
+        import triton.language as tl
+        from triton.language.extra import libdevice   # not loaded yet: its file is opened and compiled
+        RESULT = float(torch.nn.functional.gelu(torch.ones(3)).sum()) + math.sqrt(4.0)
+    """)
+    assert result["outcome"] == "ran" and result["refused"] == []
+    assert result["result"] == pytest.approx(3 * 0.8413447 + 2.0, rel=1e-5)
+
+
+@pytest.mark.parametrize(("code", "event"), [
+    ("import gc\nRESULT = len(gc.get_objects())", "gc.get_objects"),
+    ("RESULT = len(len.__self__.__import__('g' + 'c').get_referrers(len))", "gc.get_referrers"),
+    ("import sys\nRESULT = sys._getframe(0).f_back", "sys._getframe"),
+    ("import inspect\nRESULT = inspect.currentframe()", "sys._getframe"),
+    ("def gen():\n    yield 1\nRESULT = str(gen().gi_frame)", "object.__getattr__ gi_frame"),
+    ("exec('RESULT = 1')", "compile <string>"),
+    ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__", "object.__setattr__ __code__"),
+    ("RESULT = __loader__.get_data('/etc/hostname')", "open /etc/hostname"),
+    ("import os\nos.kill(os.getpid(), 0)", "os.kill"),
+    ("import os\nRESULT = os.fork()", "os.fork"),
+    ("import sys\nsys.settrace(None)", "sys.settrace"),
+    ("import ctypes\nRESULT = ctypes.string_at(id(1), 8)", "ctypes."),
+    ("import pty", "import pty"),  # a forbidden module that is not loaded yet
+])
+def test_the_forbidden_vocabulary_is_refused_however_it_is_spelled(tmp_path, code, event):
+    result = run(tmp_path, code)
+    assert result["outcome"].startswith("refused"), result
+    assert any(entry.startswith(event) for entry in result["refused"]), result["refused"]
+
+
+def test_without_enforcement_attempts_are_recorded_but_allowed(tmp_path):
+    result = run(tmp_path, "import gc\nRESULT = len(gc.get_objects()) > 0", enforce=False)
+    assert result["outcome"] == "ran" and result["result"] is True
+    assert result["refused"] == ["gc.get_objects"]
+
+
+def test_rebinding_the_policys_module_globals_changes_nothing(tmp_path):
+    result = run(tmp_path, """
+        import sys
+        policy = sys.modules["tritongym.evaluator.audit_policy"]
+        policy.FORBIDDEN_MODULES = frozenset()          # module attribute writes are not audited...
+        policy.REFUSED_EVENTS = frozenset()
+        import gc
+        gc.get_objects()                                 # ...but the hook bound its own copies
+    """)
+    assert result["outcome"].startswith("refused")
