@@ -6,9 +6,9 @@ inputs is ≈ 0.5). Re-running the same shapes and dtypes on perturbed inputs de
 (reward-hacking.md B1–B5):
 
 * ``negated``: every floating input multiplied by −1 (sign-spanning: breaks identity on [0, 1));
-* ``scaled``: every floating input multiplied by its own factor 2^u, u ~ U(1, 3) with a random
-  sign of the exponent (values 8× larger or smaller: breaks constants and subsampling tuned to a
-  scale);
+* ``scaled``: every floating input multiplied by its own factor 2^u, u ~ U(1, 3) (values 2–8×
+  larger: breaks constants and subsampling tuned to a scale, and clamps such as HardTanh that
+  are the identity on the task's own inputs and on their negation);
 * ``offset``: every floating input shifted by ±U(1, 3)·std of that tensor (breaks outputs that
   rely on a zero mean).
 
@@ -35,8 +35,8 @@ def _perturb_tensor(tensor: torch.Tensor, family: str, rng: random.Random) -> to
     if family == "negated":
         return -tensor
     if family == "scaled":
-        exponent = rng.uniform(1.0, 3.0) * rng.choice((-1.0, 1.0))
-        return tensor * (2.0 ** exponent)
+        # Upwards only: a downscale keeps a clamp to [-1, 1] the identity on unit-scale inputs.
+        return tensor * (2.0 ** rng.uniform(1.0, 3.0))
     if family == "offset":
         spread = float(tensor.float().std()) if tensor.numel() > 1 else 1.0
         if not spread > 0 or spread != spread:
