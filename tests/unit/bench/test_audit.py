@@ -153,7 +153,7 @@ def test_oversized_problem_never_reaches_a_worker(audits, monkeypatch, tmp_path)
     def no_worker(*args, **kwargs):
         raise AssertionError("a skipped problem must not start a reference worker")
 
-    monkeypatch.setattr(audit, "ReferenceRunner", no_worker)
+    monkeypatch.setattr(audit.run, "ReferenceRunner", no_worker)
     path = tmp_path / "oversized.py"
     path.write_text(PROBLEMS["oversized"], encoding="utf-8")
     problem = load_problem_file(path)
@@ -205,7 +205,7 @@ def test_max_excess_handles_special_values_and_integers():
 
 
 def test_max_excess_is_chunked_consistently(monkeypatch):
-    monkeypatch.setattr(audit, "_CHUNK", 3)
+    monkeypatch.setattr(audit.tolerance, "_CHUNK", 3)
     expected = torch.linspace(-1, 1, 10)
     predicted = expected.clone()
     predicted[7] += 0.5

@@ -1,0 +1,224 @@
+"""Sizes without allocating: each problem built on the meta device in a short-lived subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from tritongym.bench.audit.model import GiB, SizeEstimate
+from tritongym.tasks.problem import Problem
+
+_PROBE_SOURCE = r'''
+import importlib.util, json, os, signal, sys, weakref
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # a problem's own prints go to stderr, never into the replies
+
+
+def tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors(v)]
+    return []
+
+
+def nbytes(value):
+    return sum(t.numel() * t.element_size() for t in tensors(value))
+
+
+class LiveBytes(TorchDispatchMode):
+    """Peak bytes of tensors created by the forward and still referenced (views not counted)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+
+    def release(self, n):
+        self.live -= n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not any(r.alias_info is not None for r in func._schema.returns):
+            for t in tensors(out):
+                n = t.numel() * t.element_size()
+                self.live += n
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(t, self.release, n)
+        return out
+
+
+class TooSlow(BaseException):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise TooSlow()
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+
+
+def split(init):
+    if isinstance(init, (list, tuple)) and len(init) == 2 and isinstance(init[0], (list, tuple)) \
+            and isinstance(init[1], dict):
+        return list(init[0]), dict(init[1])
+    return list(init), {}
+
+
+def probe(path, forward_timeout):
+    report = {}
+    with torch.device("meta"):
+        spec = importlib.util.spec_from_file_location("audit_probe_problem", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["audit_probe_problem"] = module
+        torch.manual_seed(0)
+        spec.loader.exec_module(module)
+        args, kwargs = split(module.get_init_inputs())
+        model = module.Model(*args, **kwargs)
+        inputs = module.get_inputs()
+    params = list(model.parameters())
+    report["input_bytes"] = nbytes(list(inputs))
+    report["param_bytes"] = nbytes(params) + nbytes(list(model.buffers()))
+    report["float_params"] = sum(p.numel() for p in params if p.is_floating_point())
+    live, flops = LiveBytes(), FlopCounterMode(display=False)
+    try:
+        with torch.device("meta"), torch.no_grad(), flops, live:
+            signal.setitimer(signal.ITIMER_REAL, forward_timeout)
+            try:
+                out = model(*inputs)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        given = [id(t) for t in tensors(list(inputs)) + params]
+        report["output_bytes"] = sum(t.numel() * t.element_size() for t in tensors(out) if id(t) not in given)
+        report["forward_peak_bytes"] = max(live.peak, report["output_bytes"])
+        report["flops"] = int(flops.get_total_flops())
+    except TooSlow:
+        report["forward_error"] = f"the forward on the meta device took more than {forward_timeout:g} s"
+    except Exception as exc:
+        report["forward_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return report
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        report = probe(request["path"], request["forward_timeout"])
+    except BaseException as exc:
+        report = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    replies.write(json.dumps(report) + "\n")
+    replies.flush()
+'''
+
+
+class _Prober:
+    """One probe subprocess answering one problem at a time; restarted after a crash or hang."""
+
+    def __init__(self, memory_limit_bytes: int, timeout: float, forward_timeout: float) -> None:
+        self.memory_limit_bytes = memory_limit_bytes
+        self.timeout = timeout
+        self.forward_timeout = forward_timeout
+        self.dir = Path(tempfile.mkdtemp(prefix="tritongym-audit-"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.buffer = b""
+        self.count = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.dir),
+               "TMPDIR": str(self.dir), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (self.memory_limit_bytes, self.memory_limit_bytes))
+
+        self.buffer = b""
+        return subprocess.Popen([sys.executable, "-I", "-B", "-c", _PROBE_SOURCE], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(self.dir), env=env,
+                                start_new_session=True, preexec_fn=limit)
+
+    def _kill(self) -> None:
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream is not None:
+                    stream.close()
+            self.process = None
+
+    def close(self) -> None:
+        self._kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        assert self.process is not None and self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def estimate(self, problem: Problem) -> SizeEstimate:
+        # A fresh file name each time: importlib's bytecode cache keys on (mtime, size), so two
+        # same-sized problems written within a second under one name could share a stale module.
+        self.count += 1
+        path = self.dir / f"problem_{self.count}.py"
+        path.write_text(problem.source, encoding="utf-8")
+        if self.process is None or self.process.poll() is not None:
+            self._kill()
+            self.process = self._start()
+        assert self.process.stdin is not None
+        try:
+            request = {"path": str(path), "forward_timeout": self.forward_timeout}
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            self.process.stdin.flush()
+            line = self._read_line(time.monotonic() + self.timeout)
+        except (BrokenPipeError, OSError):
+            line = None
+        if line is None:
+            self._kill()
+            return SizeEstimate(error=f"building the problem on the meta device did not finish within "
+                                      f"{self.timeout:g} s (or crashed the probe)")
+        report = json.loads(line)
+        return SizeEstimate(**{k: report.get(k) for k in SizeEstimate.__dataclass_fields__})
+
+
+def estimate_sizes(problems: Iterable[Problem], *, timeout: float = 60.0, forward_timeout: float = 10.0,
+                   memory_limit_gb: float = 4.0) -> dict[str, SizeEstimate]:
+    """Sizes of each problem built under ``torch.device("meta")``, keyed by content hash.
+
+    The problems' code runs only in a probe subprocess (address space capped at
+    `memory_limit_gb`, so a problem that allocates real memory despite the meta device fails
+    there); one that hangs or crashes is killed after `timeout` seconds and the probe restarts.
+    A meta forward slower than `forward_timeout` (RNNs unroll step by step) is abandoned and
+    only the input and parameter sizes are reported.
+    """
+    prober = _Prober(int(memory_limit_gb * GiB), timeout, forward_timeout)
+    try:
+        return {p.content_hash: prober.estimate(p) for p in problems}
+    finally:
+        prober.close()
+
+
