@@ -39,7 +39,6 @@ from tritongym.evaluator.optrace import OpTrace, storage_span
 from tritongym.evaluator.profiling import profile_forward
 from tritongym.evaluator.timing import TimingSession, timing_inputs
 
-
 # Captured before any candidate code runs (this module is imported first).
 _active_count = threading.active_count
 _torch_equal = torch.equal
@@ -83,7 +82,8 @@ def _watchlist() -> dict[str, Any]:
                 watched[f"{module.__name__}.{name}"] = value
     # The worker's own module: every callable global, captured references included (a rebound
     # `_torch_equal` would blind the mutation check).
-    for module in {id(m): m for m in (sys.modules.get("__main__"), sys.modules.get(__name__)) if m is not None}.values():
+    own = (sys.modules.get("__main__"), sys.modules.get(__name__))
+    for module in {id(m): m for m in own if m is not None}.values():
         if getattr(module, "__file__", None) and os.path.realpath(module.__file__) == os.path.realpath(__file__):
             for name, value in vars(module).items():
                 if callable(value) and not isinstance(value, type(sys)):

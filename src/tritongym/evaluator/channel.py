@@ -200,7 +200,7 @@ class Channel:
                 self.sock.settimeout(None)
             try:
                 count = self.sock.recv_into(view[received:], min(n - received, 1 << 24))
-            except socket.timeout as exc:
+            except TimeoutError as exc:
                 raise TimeoutError("timed out waiting for the worker") from exc
             except (ConnectionResetError, BrokenPipeError) as exc:
                 raise ChannelClosed(str(exc)) from exc

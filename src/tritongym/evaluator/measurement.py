@@ -19,7 +19,6 @@ from tritongym.evaluator.channel import ChannelClosed, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.reference import ReferenceRunner
 from tritongym.evaluator.result import KernelProfile, Status, TimingReport, Violation, ViolationCode
-
 from tritongym.evaluator.session import CandidateFailed, WorkerHandle
 
 if TYPE_CHECKING:

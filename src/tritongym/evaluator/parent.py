@@ -33,11 +33,11 @@ import torch
 
 from tritongym.errors import OptionsError, SolutionError
 from tritongym.evaluator import checks, measurement, trivial
+from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
-from tritongym.evaluator.options import EvalOptions
-from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.families import FAMILY_TASK
+from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
 from tritongym.evaluator.result import (
     EvalResult,

@@ -24,7 +24,8 @@ class Status(_StrEnum):
     """How an evaluation ended. Exactly one per result; `correct` is derived from it."""
 
     OK = "ok"  # every trial matched, every integrity check passed
-    COMPILE_ERROR = "compile_error"  # no runnable ModelNew: syntax error, import or constructor failure, Triton compile error
+    # no runnable ModelNew: syntax error, import or constructor failure, Triton compile error
+    COMPILE_ERROR = "compile_error"
     RUNTIME_ERROR = "runtime_error"  # the candidate's forward raised
     INCORRECT = "incorrect"  # ran, but an output did not match the reference within tolerance
     INTEGRITY_VIOLATION = "integrity_violation"  # the work was not done honestly in the candidate's Triton kernels

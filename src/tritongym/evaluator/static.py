@@ -46,8 +46,8 @@ ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__qualname__", 
 KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
                              "enumerate", "zip", "tuple", "list", "getattr", "static_print", "static_assert"})
 #: Built-in functions that execute or reach code dynamically.
-FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "globals", "vars", "setattr", "open",
-                             "delattr"})
+FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "globals", "vars", "setattr",
+                             "open", "delattr"})
 #: Attribute names that reach frames, code objects or module internals.
 FORBIDDEN_ATTRIBUTES = frozenset({
     "_getframe", "settrace", "setprofile", "f_back", "f_globals", "f_locals", "f_code", "f_builtins",

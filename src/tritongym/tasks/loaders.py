@@ -247,5 +247,6 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
     if path.suffix in (".jsonl", ".parquet"):
         return load_hf_rows(path, levels=levels)
     if not path.exists():
-        raise ProblemError(f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
+        raise ProblemError(
+            f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
     raise ProblemError(f"cannot read problems from {spec}: expected a .py, .jsonl or .parquet file or a folder")

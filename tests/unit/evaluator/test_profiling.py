@@ -12,7 +12,8 @@ from tritongym.evaluator.profiling import KernelTime, coverage_from_kernels, is_
 
 
 def test_coverage_is_candidate_time_over_all_kernel_time():
-    kernels = [KernelTime("fused_gemm_kernel", 300.0, 3), KernelTime("void at::native::vectorized_elementwise_kernel<4>", 100.0, 3)]
+    kernels = [KernelTime("fused_gemm_kernel", 300.0, 3),
+               KernelTime("void at::native::vectorized_elementwise_kernel<4>", 100.0, 3)]
     assert coverage_from_kernels(kernels, {"fused_gemm_kernel"}) == pytest.approx(0.75)
 
 
@@ -25,8 +26,8 @@ def test_memcpy_and_memset_count_as_device_work():
 def test_substring_matching_does_not_attribute_pytorch_kernels():
     # KernelGYM matched names by substring in either direction: a Triton kernel named "kernel"
     # or "elementwise" claimed PyTorch's elementwise kernels and pushed coverage towards 1.
-    kernels = [KernelTime("kernel", 10.0, 1),
-               KernelTime("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", 90.0, 1)]
+    pytorch_add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+    kernels = [KernelTime("kernel", 10.0, 1), KernelTime(pytorch_add, 90.0, 1)]
     assert coverage_from_kernels(kernels, {"kernel", "elementwise"}) == pytest.approx(0.1)
     assert not is_candidate_kernel("void at::native::vectorized_elementwise_kernel<4>", {"elementwise"})
 
