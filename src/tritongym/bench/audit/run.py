@@ -251,10 +251,6 @@ def audit_problem(
     try:
         with ReferenceRunner(problem, device=device, timeout=max(60.0, 5 * time_budget_s),
                              memory_limit_bytes=cap) as runner:
-            # A trial's reply carries the inputs, the outputs and the float64 truth (twice the
-            # outputs' bytes): within 3x the memory budget for any problem not skipped above.
-            runner.channel.max_message_bytes = max(runner.channel.max_message_bytes,
-                                                   int(3 * memory_budget_gb * GiB) + (64 << 20))
             stats, flags, override, note = _run(runner, estimate, input_seeds=input_seeds,
                                                 weight_seeds=weight_seeds, tolerance=tolerance,
                                                 time_budget_s=time_budget_s, seed=seed)
