@@ -199,6 +199,138 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agent(args: argparse.Namespace) -> int:
+    """``tritongym agent``: drive an OpenAI-compatible endpoint through KernelEnv episodes (resumable)."""
+    try:
+        from tritongym.env.agent import AgentConfig, run_agent
+    except ImportError as exc:
+        print(f"tritongym agent: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and api_key is None:
+        print(f"tritongym agent: environment variable {args.api_key_env} is not set", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        config = AgentConfig(
+            base_url=args.base_url, model=args.model, out=args.out, problems=args.problems, levels=args.level,
+            only=args.only, samples=args.samples, turns=args.turns, iterations=args.iterations,
+            keep_best=args.keep_best, tts=args.tts, concurrency=args.concurrency, temperature=args.temperature,
+            top_p=args.top_p, max_tokens=args.max_tokens, feedback=args.feedback,
+            feedback_chars=args.feedback_chars, history=args.history, templates=args.templates,
+            few_shot=args.few_shot, stop_on=args.stop_on, recheck=not args.no_recheck, api_key=api_key,
+            request_timeout=args.request_timeout, max_retries=args.max_retries, eval_workers=args.eval_workers)
+        summary = run_agent(config, options=_options_from(args), progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"tritongym agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps({k: v for k, v in summary.items() if k != "errors"}) if args.json else
+          f"{summary['finished']} trajectories finished, {summary['skipped']} already done, "
+          f"{summary['failed']} left unfinished (re-run the same command to resume); "
+          f"{summary['wall_s']:.0f} s; written to {Path(args.out) / 'trajectories.jsonl'}")
+    return EXIT_OK if summary["failed"] == 0 else EXIT_EVALUATOR
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``tritongym report``: report.md/html/json and plots for an agent run, exports on request."""
+    try:
+        from tritongym.bench.report import write_report
+        from tritongym.env.export import export_parquet, export_sft
+        from tritongym.env.store import load_trajectories
+    except ImportError as exc:
+        print(f"tritongym report: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        paths = write_report(args.dir, compare_to=args.compare, out=args.out)
+    except FileNotFoundError as exc:
+        print(f"tritongym report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    trajectories = load_trajectories(args.dir) if (args.parquet or args.sft) else []
+    if args.parquet:
+        rows = export_parquet(trajectories, args.parquet)
+        paths["parquet"] = Path(args.parquet)
+        print(f"{rows} turns written to {args.parquet}", file=sys.stderr)
+    if args.sft:
+        records = export_sft(trajectories, args.sft, which=args.sft_turns)
+        paths["sft"] = Path(args.sft)
+        print(f"{records} SFT records ({args.sft_turns} turns) written to {args.sft}", file=sys.stderr)
+    for label, path in paths.items():
+        print(f"{label:22s} {path}")
+    return EXIT_OK
+
+
+def _add_agent_parser(commands) -> None:
+    p_agent = commands.add_parser(
+        "agent", help="run a model (any OpenAI-compatible chat endpoint) on a problem set, multi-turn",
+        description="Drive an OpenAI-compatible chat endpoint (vLLM, SGLang, a hosted API) through multi-turn "
+                    "KernelEnv episodes: reply, evaluation, feedback, for --turns turns per (problem, sample). "
+                    "Writes OUT/trajectories.jsonl (and a per-turn journal); re-running the same command resumes. "
+                    "Each trajectory's best turn is re-checked with a fresh evaluation. Exit 3 when some trajectories "
+                    "were left unfinished (the endpoint kept failing). See docs/environment.md.")
+    p_agent.add_argument("--base-url", required=True, help="API root, e.g. http://127.0.0.1:8000/v1")
+    p_agent.add_argument("--model", required=True, help="model name the endpoint serves")
+    p_agent.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key "
+                                                               "(sent as a bearer token)")
+    p_agent.add_argument("--problems", default="builtin", help="as for 'run' (default: %(default)s)")
+    p_agent.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
+    p_agent.add_argument("--only", action="append", metavar="NAME", help="only this problem, by name or id "
+                                                                         "(repeatable)")
+    p_agent.add_argument("--samples", type=int, default=1, help="trajectories per problem (default: %(default)s)")
+    p_agent.add_argument("--turns", type=int, default=3, help="turns per trajectory, or per iteration with "
+                                                              "--iterations (default: %(default)s)")
+    p_agent.add_argument("--iterations", type=int, default=1,
+                         help="sequential test-time scaling: iterations of --turns turns, each after the first "
+                              "restarting from the --keep-best best attempts (default: %(default)s)")
+    p_agent.add_argument("--keep-best", type=int, default=0, metavar="K",
+                         help="attempts kept in context across iterations (default: %(default)s)")
+    p_agent.add_argument("--tts", choices=("sequential", "parallel"), default="sequential",
+                         help="sequential: multi-turn refinement; parallel: independent single-turn samples at the "
+                              "same evaluation budget T+(I-1)(T-K) (default: %(default)s)")
+    p_agent.add_argument("--concurrency", type=int, default=4, help="trajectories in flight (default: %(default)s)")
+    p_agent.add_argument("--eval-workers", type=int, default=1,
+                         help="concurrent evaluations; keep 1 per GPU for clean timings (default: %(default)s)")
+    p_agent.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: %(default)s)")
+    p_agent.add_argument("--top-p", type=float, help="nucleus sampling (default: the endpoint's)")
+    p_agent.add_argument("--max-tokens", type=int, default=8192, help="completion token cap (default: %(default)s)")
+    p_agent.add_argument("--feedback", choices=("minimal", "standard", "full"), default="standard",
+                         help="feedback detail (default: %(default)s)")
+    p_agent.add_argument("--feedback-chars", type=int, help="feedback character budget (default: the level's)")
+    p_agent.add_argument("--history", default="full",
+                         help="history policy: full, none, last:K, best:K, chars:N, tokens:N, strip-think, or several "
+                              "joined by commas (default: %(default)s)")
+    p_agent.add_argument("--templates", metavar="DIR", help="folder of prompt templates overriding the packaged ones "
+                                                            "(system.md, task.md, feedback.md, void.md, few_shot.md)")
+    p_agent.add_argument("--few-shot", action="store_true", help="append the few-shot example to the task")
+    p_agent.add_argument("--stop-on", default="never", help="end a trajectory early: never, correct or speedup:X "
+                                                            "(default: %(default)s)")
+    p_agent.add_argument("--no-recheck", action="store_true", help="do not re-check each trajectory's winner")
+    p_agent.add_argument("--request-timeout", type=float, default=600.0, help="seconds per chat request "
+                                                                             "(default: %(default)s)")
+    p_agent.add_argument("--max-retries", type=int, default=4, help="retries per chat request, with exponential "
+                                                                    "backoff (default: %(default)s)")
+    p_agent.add_argument("--out", required=True, metavar="DIR", help="run folder (created; resumed when it exists)")
+    p_agent.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p_agent.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
+    _add_eval_options(p_agent)
+    p_agent.set_defaults(func=cmd_agent)
+
+
+def _add_report_parser(commands) -> None:
+    p_report = commands.add_parser(
+        "report", help="metrics, plots and an HTML/Markdown/JSON report of an agent run",
+        description="Write report.md, report.html (self-contained), report.json and PNG plots for the agent run "
+                    "in DIR: correctness, fast_p, geomean speedup with bootstrap CIs, per-turn and best-by-turn "
+                    "curves, void and violation rates, tokens, winners' re-check, and a diff against another run.")
+    p_report.add_argument("dir", metavar="DIR", help="an agent run folder (holding trajectories.jsonl)")
+    p_report.add_argument("--compare", metavar="OTHER_DIR", help="another run to diff against")
+    p_report.add_argument("--out", metavar="DIR", help="where to write the report (default: DIR)")
+    p_report.add_argument("--parquet", metavar="FILE", help="also export one row per turn to Parquet")
+    p_report.add_argument("--sft", metavar="FILE", help="also export SFT chat records (JSON lines)")
+    p_report.add_argument("--sft-turns", choices=("best", "correct"), default="best",
+                          help="SFT records of the best correct turn per trajectory, or of every correct turn "
+                               "(default: %(default)s)")
+    p_report.set_defaults(func=cmd_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tritongym",
@@ -266,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_info = commands.add_parser("info", help="versions, devices and sandbox availability (for bug reports)")
     p_info.add_argument("--json", action="store_true", help="one JSON object")
     p_info.set_defaults(func=cmd_info)
+    _add_agent_parser(commands)
+    _add_report_parser(commands)
     return parser
 
 
