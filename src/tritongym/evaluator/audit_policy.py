@@ -3,11 +3,13 @@
 The static gate reads the source; aliasing and string-built attribute access evade it
 (``len.__self__`` is the builtins module, ``getattr(m, "g" + "c")`` is anything). This hook is
 installed in the candidate worker before the candidate is imported, and CPython offers no way to
-remove it. For every audited event it finds the *responsible* frame (walking up past the standard
-library, so ``import gc`` done through importlib, or ``inspect.currentframe()``, is attributed to
-whoever called them) and, when that frame is the candidate's own file, refuses the event by
-raising `PermissionError` and records it. Events caused by torch, triton or the harness (Triton
-compiling a kernel with ``ptxas``, torch importing its own submodules) are allowed.
+remove it. For every audited event it asks who is responsible, walking the stack from the
+innermost frame outwards: the import machinery executing an import and Triton's own code
+(compiling a kernel with ``ptxas``, writing its cache) act for themselves and are allowed; the
+candidate's file is responsible when it is reached first; every other frame (the standard library,
+torch, numpy, other libraries, tritongym's helpers) is looked through. So a library called by the
+candidate acts *for* the candidate: numpy's ``DataSource`` opening ``/proc/self/mem`` for it is
+refused (a red-team finding: the first version blamed the first non-standard-library frame).
 
 Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1–E5):
 
@@ -15,7 +17,9 @@ Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1
   ``sys._getframe``, ``sys._current_frames``, generator/coroutine/traceback frame attributes;
 * tracing and new hooks: ``sys.settrace``, ``sys.setprofile``, ``sys.addaudithook``;
 * code from strings: ``compile`` and ``exec`` of code that does not come from a file;
-* replacing code: writes to a function's ``__code__``, ``__defaults__``, ``__kwdefaults__``;
+* replacing or reaching into code: writes to a function's ``__code__``, ``__defaults__``,
+  ``__kwdefaults__``, and reads of ``__code__``, ``__defaults__`` and ``__kwdefaults__`` (the
+  harness keeps its captured references in default arguments);
 * imports of the modules the static gate forbids, when they are not loaded yet (CPython raises
   the import event only for a real load: a module torch already imported is reachable through
   ``sys.modules``, so what matters is that its dangerous *operations* above are refused);
@@ -39,7 +43,13 @@ import sys
 import sysconfig
 from collections.abc import Callable
 
-from tritongym.evaluator.static import FORBIDDEN_MODULES
+#: Modules no kernel solution imports (CPython audits only a first import; the operations of
+#: modules that are already loaded are what the events below refuse).
+FORBIDDEN_MODULES = frozenset({
+    "ctypes", "_ctypes", "cffi", "pty", "subprocess", "multiprocessing", "_posixsubprocess", "socket",
+    "marshal", "pdb", "bdb", "code", "codeop", "faulthandler", "tracemalloc", "mmap", "fcntl", "cupy", "pycuda",
+    "numba",
+})
 
 #: Events refused outright when the candidate is responsible.
 REFUSED_EVENTS = frozenset({
@@ -50,18 +60,32 @@ REFUSED_EVENTS = frozenset({
     "_thread.start_new_thread",
     "marshal.loads", "marshal.load", "pickle.find_class", "builtins.breakpoint", "cpython.run_command",
 })
-#: Attribute reads that hand out frames (CPython audits these through object.__getattr__).
-FRAME_ATTRIBUTES = frozenset({"gi_frame", "cr_frame", "ag_frame", "tb_frame", "f_back"})
+#: Attribute reads that hand out frames or code (CPython audits these through object.__getattr__).
+FRAME_ATTRIBUTES = frozenset({"gi_frame", "cr_frame", "ag_frame", "tb_frame", "f_back", "__code__", "__defaults__",
+                              "__kwdefaults__"})
 #: Attribute writes that replace a function's code.
 CODE_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"})
 #: Event name prefixes refused outright.
 REFUSED_PREFIXES = ("ctypes.", "socket.", "_ctypes.")
 
 
+#: The harness's evidence modules: when they read a kernel's code they act for themselves.
+HARNESS_MODULES = ("kernels.py", "launches.py", "optrace.py", "hostread.py")
+#: Events that only look at code or frames; every other refused event does something.
+INTROSPECTION_EVENTS = frozenset({"object.__getattr__", "object.__setattr__", "sys._getframe", "exec", "compile",
+                                  "sys._current_frames", "sys._current_exceptions"})
+
+
 def _stdlib_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {os.path.realpath(paths[key]) for key in ("stdlib", "platstdlib") if key in paths}
     return tuple(sorted(roots))
+
+
+def _package_root(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
 
 
 def install(candidate_file: str, enforce: bool = True) -> list[str]:
@@ -73,42 +97,66 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
     candidate = os.path.realpath(candidate_file)
     refused: list[str] = []
     busy = [False]
-    stdlib = _stdlib_roots()
-    site_markers = ("site-packages", "dist-packages")
     # Everything the hook consults is bound here, now: module attributes and builtins can be
     # rebound by the candidate without any audit event, closure locals cannot be reached.
     frame_attributes, code_attributes = FRAME_ATTRIBUTES, CODE_ATTRIBUTES
     refused_events, refused_prefixes, forbidden_modules = REFUSED_EVENTS, REFUSED_PREFIXES, FORBIDDEN_MODULES
+    introspection = INTROSPECTION_EVENTS
     _realpath, _str, _len, _any, _range, _isinstance, _getattr = (
         os.path.realpath, str, len, any, range, isinstance, getattr)
     _bytes, _permission_error = bytes, PermissionError
     import_machinery = frozenset({"_find_and_load", "_find_and_load_unlocked", "_load_unlocked", "_load",
                                   "_gcd_import", "_handle_fromlist", "exec_module", "_call_with_frames_removed"})
 
-    realpaths: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    triton_dir = _package_root("triton") or "/nonexistent-triton/"
+    here = _realpath(os.path.dirname(__file__)) + os.sep
+    harness = frozenset(here + name for name in HARNESS_MODULES)
+    stdlib = _stdlib_roots()
+    site_markers = ("site-packages", "dist-packages")
 
-    def responsible_file(frame, event: str) -> str | None:  # noqa: ANN001
-        """The first frame up the stack that is not the standard library: who asked for this.
+    def kind_of(name: str) -> str:
+        kind = kinds.get(name)
+        if kind is None:
+            path = _realpath(name) if not name.startswith("<") else name
+            if path == candidate:
+                kind = "candidate"
+            elif path.startswith(triton_dir) or path in harness:
+                kind = "acts-for-itself"
+            elif path.startswith(stdlib) and not _any(marker in path for marker in site_markers):
+                kind = "stdlib"
+            else:
+                kind = "library"
+            kinds[name] = kind
+        return kind
 
-        The import machinery executing an import (``_find_and_load`` ...) is responsible for
-        the files it opens and the code it compiles: the import itself was vetted by its own
-        "import" event. Other frozen frames (``__loader__.get_data(...)`` called directly) are
-        skipped like the standard library.
+    def responsible_file(frame, event: str, full_walk: bool) -> str | None:  # noqa: ANN001
+        """The candidate's file when the candidate asked for this event, else None.
+
+        From the innermost frame outwards. The import machinery executing an import
+        (``_find_and_load`` ...) acts for itself (the import was vetted by its own "import" event),
+        as do Triton (compiling, caching) and the harness's evidence modules. The standard library
+        is always looked through (``inspect.currentframe()``, ``traceback.walk_stack`` act for their
+        caller). For events that *do* something (`full_walk`: files, processes, sockets, ctypes,
+        heap walks) every other library is looked through too: numpy's ``DataSource`` opening
+        ``/proc/self/mem`` acts for the candidate that called it. For introspection events (code and
+        frame attributes, code from strings) a library's own frame decides: torch reading a
+        function's ``__code__`` acts for itself.
         """
         while frame is not None:
-            name = frame.f_code.co_filename
+            code = frame.f_code
+            name = code.co_filename
             if name.startswith("<frozen"):
-                if event != "import" and frame.f_code.co_name in import_machinery:
-                    return "<import machinery>"
+                if event != "import" and code.co_name in import_machinery:
+                    return None
                 frame = frame.f_back
                 continue
-            path = realpaths.get(name)
-            if path is None:
-                path = realpaths[name] = _realpath(name) if not name.startswith("<") else name
-            if path.startswith(stdlib) and not _any(marker in path for marker in site_markers):
-                frame = frame.f_back
-                continue
-            return path
+            kind = kind_of(name)
+            if kind == "candidate":
+                return candidate
+            if kind == "acts-for-itself" or (kind == "library" and not full_walk):
+                return None
+            frame = frame.f_back
         return None
 
     def refuse(event: str, detail: str, _enforce: bool = enforce) -> None:
@@ -153,7 +201,7 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
             return
         busy[0] = True
         try:
-            if responsible_file(_getframe(1), event) == _candidate:
+            if responsible_file(_getframe(1), event, event not in introspection) == _candidate:
                 refuse(event, detail)
         finally:
             busy[0] = False

@@ -12,16 +12,20 @@ storages), the ATen compute ops run outside those launches, whether each output 
 tensor, whether its storage was an argument of a candidate kernel (provenance), whether it
 overlaps an input or parameter, and which inputs changed.
 
-Protocol (parent → candidate): on start the worker imports the candidate and sends ``ready`` or
-``error``; ``build {init_inputs, weight_seed}`` → ``built``; ``call {nonce, inputs}`` →
-``called {nonce, outputs, evidence}``; the timing requests of `timing.TimingSession` and
-``profile {calls}`` → ``profiled {kernels, candidate_kernels}`` (the problem module is loaded
-only for these, to make fresh inputs); ``exit``. Errors:
-``error {phase, kind, message}``.
+Protocol (parent → candidate): the parent's first frame is ``hello {key, source_sha256}``, read
+before any candidate code runs: from then on every frame the worker sends is authenticated with
+that key (`channel.Channel.enable_signing`), so a candidate that finds the socket cannot speak for
+the harness. The worker checks that the solution file is the one the parent checked, imports the
+candidate and sends ``ready {kernels}`` or ``error``; ``build {init_inputs, weight_seed}`` →
+``built``; ``call {nonce, inputs}`` → ``called {nonce, outputs, evidence}``; the timing
+requests of `timing.TimingSession` and ``profile {calls}`` → ``profiled {kernels,
+candidate_kernels}`` (the problem module is loaded only for these, to make fresh inputs);
+``exit``. Errors: ``error {phase, kind, message}``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import sys
@@ -31,17 +35,49 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import audit_policy
+from tritongym.evaluator import audit_policy, kernels
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.hostread import HostReadTrace
 from tritongym.evaluator.launches import LaunchRecorder
-from tritongym.evaluator.optrace import OpTrace, storage_span
+from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace, storage_span
 from tritongym.evaluator.profiling import profile_forward
 from tritongym.evaluator.timing import TimingSession, timing_inputs
 
 # Captured before any candidate code runs (this module is imported first).
 _active_count = threading.active_count
 _torch_equal = torch.equal
+_TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
+
+
+def _mode_state() -> dict[str, Any]:
+    """torch's private mode-stack switches, captured before the candidate import."""
+    names = ("_len_torch_function_stack", "_pop_torch_function_stack", "_len_torch_dispatch_stack",
+             "_pop_torch_dispatch_stack", "_is_torch_function_enabled")
+    return {name: getattr(torch._C, name, None) for name in names}
+
+
+def _clear_modes(state: dict[str, Any]) -> list[str]:
+    """Pop every torch-function and dispatch mode still active; what was left is tampering.
+
+    The worker's own code (encoding outputs, comparing inputs, the identity checks) must never
+    run under a mode the candidate left behind (a red-team finding: a persistent
+    `TorchFunctionMode` computed lazily while the harness encoded outputs).
+    """
+    left: list[str] = []
+    for length, pop, what in (("_len_torch_function_stack", "_pop_torch_function_stack", "torch-function"),
+                              ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "dispatch")):
+        if state[length] is None or state[pop] is None:
+            continue
+        guard = 0
+        while state[length]() > 0 and guard < 64:
+            mode = state[pop]()
+            left.append(f"a {what} mode ({type(mode).__name__}) left active after the forward")
+            guard += 1
+    enabled = state["_is_torch_function_enabled"]
+    if enabled is not None and not enabled():
+        left.append("torch-function handling left switched off after the forward")
+    return left
 
 
 def _static_get(owner: Any, name: str, _isinstance: Any = isinstance, _getattr: Any = getattr) -> Any:
@@ -56,7 +92,16 @@ def _static_get(owner: Any, name: str, _isinstance: Any = isinstance, _getattr: 
 
 def _watchlist() -> dict[str, Any]:
     """Functions the harness relies on or a cheat would patch, by dotted name (reward-hacking D4, E3)."""
+    import hmac
+    import json
+    import json.decoder
+    import json.encoder
+    import socket
+    import struct
+
     import tritongym.evaluator.channel as channel_module
+    import tritongym.evaluator.hostread as hostread_module
+    import tritongym.evaluator.kernels as kernels_module
     import tritongym.evaluator.launches as launches_module
     import tritongym.evaluator.optrace as optrace_module
     import tritongym.evaluator.timing as timing_module
@@ -76,7 +121,15 @@ def _watchlist() -> dict[str, Any]:
     watched["time.perf_counter"] = time.perf_counter
     watched["time.monotonic"] = time.monotonic
     watched["threading.active_count"] = threading.active_count
-    for module in (channel_module, launches_module, optrace_module, timing_module, common):
+    for module in (channel_module, launches_module, optrace_module, timing_module, common, kernels_module,
+                   hostread_module, audit_policy):
+        # Every global of the harness's modules, tables included: a candidate that imports the
+        # package and rebinds `KERNEL_BUILTINS` or the FLOP table is named (the tables themselves
+        # are immutable: frozensets and read-only mappings).
+        for name, value in vars(module).items():
+            if not name.startswith("__") and not isinstance(value, type(sys)):
+                watched[f"{module.__name__}.{name}"] = value
+    for module in (json, json.encoder, json.decoder, socket, struct, hmac):
         for name, value in vars(module).items():
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 watched[f"{module.__name__}.{name}"] = value
@@ -89,7 +142,8 @@ def _watchlist() -> dict[str, Any]:
                 if callable(value) and not isinstance(value, type(sys)):
                     watched[f"{module.__name__}.{name}"] = value
     for cls in (CandidateWorker, channel_module.Channel, launches_module.LaunchRecorder, optrace_module.OpTrace,
-                timing_module.RepTimer, timing_module.TimingSession):
+                optrace_module.DataFlow, optrace_module.Attribution, hostread_module.HostReadTrace,
+                kernels_module.BodyChecker, timing_module.RepTimer, timing_module.TimingSession):
         for name, value in vars(cls).items():
             if callable(value):
                 watched[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
@@ -113,7 +167,7 @@ def _resolve(dotted: str, _static_get: Any = _static_get, _modules: Any = sys.mo
     code runs: rebinding a global or a builtin later does not change how it looks things up.
     """
     module_name, _, rest = dotted.partition(".")
-    if dotted.startswith("tritongym.") or dotted.startswith("triton.runtime."):
+    if dotted.startswith(("tritongym.", "triton.runtime.", "json.")):
         parts = dotted.split(".")
         for cut in _range(_len(parts) - 1, 0, -1):
             module = _modules.get(".".join(parts[:cut]))
@@ -129,11 +183,44 @@ def _resolve(dotted: str, _static_get: Any = _static_get, _modules: Any = sys.mo
     return value
 
 
+def _torch_own_wrapper(new: Any, original: Any, _getattr: Any = getattr, _realpath: Any = os.path.realpath,
+                       _torch_dir: str = _TORCH_DIR) -> bool:
+    """Whether `new` is torch's own wrapper around `original` (torch rebinding itself lazily).
+
+    Importing `torch._dynamo` (which `@torch.compiler.disable` does) replaces
+    `torch.manual_seed` with a wrapper defined in torch's own files. What decides is what the
+    new object is: a function defined inside torch's package whose ``__wrapped__`` chain leads to
+    the function that was there. Such a wrapper behaves as the original, whoever installed it.
+    """
+    code = _getattr(new, "__code__", None)
+    if code is None or not _realpath(code.co_filename).startswith(_torch_dir):
+        return False
+    current, hops = new, 0
+    while current is not None and hops < 8:
+        current = _getattr(current, "__wrapped__", None)
+        if current is original:
+            return True
+        hops += 1
+    return False
+
+
 def _tampered(watched: dict[str, Any], channel: Channel, _resolve: Any = _resolve, _vars: Any = vars,
-              _sorted: Any = sorted, _set: Any = set) -> list[str]:
-    """Watched names whose current value is not the one captured, and extra channel attributes."""
-    changed = [name for name, original in watched.items() if _resolve(name) is not original]
-    extra = _sorted(_set(_vars(channel)) - {"sock", "max_message_bytes"})
+              _sorted: Any = sorted, _set: Any = set, _own: Any = _torch_own_wrapper) -> list[str]:
+    """Watched names whose current value is not the one captured, and extra channel attributes.
+
+    A change that is torch's own wrapper of the captured function is accepted (and becomes the
+    captured value); anything else is reported.
+    """
+    changed = []
+    for name, original in list(watched.items()):
+        now = _resolve(name)
+        if now is original:
+            continue
+        if name.startswith("torch.") and _own(now, original):
+            watched[name] = now
+            continue
+        changed.append(name)
+    extra = _sorted(_set(_vars(channel)) - {"sock", "max_message_bytes", "_verify_key", "_received", "_signed_send"})
     if extra:
         changed.append(f"result channel instance attributes {extra}")
     return changed
@@ -173,18 +260,25 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 class CandidateWorker:
     def __init__(self, channel: Channel, source: str, device: torch.device, problem: str | None = None,
-                 enforce_policy: bool = True) -> None:
+                 enforce_policy: bool = True, source_text: str | None = None) -> None:
         self.channel = channel
         self.source = os.path.realpath(source)
         self.problem = problem
         self.enforce_policy = enforce_policy
         self.timing: TimingSession | None = None
         self.device = device
-        self.recorder = LaunchRecorder()
+        # The solution's text as verified against the parent's hash, before the import: kernel
+        # bodies are checked against this, not against whatever the file holds later.
+        self.source_text = source_text if source_text is not None else ""
+        self.body_checker = kernels.BodyChecker(self.source_text, self.source)
+        self.recorder = LaunchRecorder(self.source, self.body_checker)
+        self.attribution = Attribution(self.source)
         self.model_class: Any = None
         self.model: torch.nn.Module | None = None
         self.watched: dict[str, Any] = {}
         self.refused: list[str] = []
+        self.kernels: list[str] = []
+        self.threads_baseline = 0
         # The functions the evidence depends on, captured before any candidate code runs: a
         # candidate that rebinds the module's names changes nothing here (this object is
         # reachable only through frames or gc, which the audit policy refuses).
@@ -193,6 +287,9 @@ class CandidateWorker:
         self._tampered = _tampered
         self._active_count = threading.active_count
         self._plain_outputs = _plain_outputs
+        self._modes = _mode_state()
+        self._clear_modes = _clear_modes
+        self._source_digest = hashlib.sha256(self.source_text.encode("utf-8")).hexdigest()
 
     # -- phases -------------------------------------------------------------------------
     def import_candidate(self) -> None:
@@ -200,15 +297,20 @@ class CandidateWorker:
 
         self.recorder.install()
         self.watched = _watchlist()
+        self.threads_baseline = self._active_count()
         self.refused = audit_policy.install(self.source, enforce=self.enforce_policy)
         module = common.load_module(self.source, "candidate")
         model_class = getattr(module, "ModelNew", None)
         if not isinstance(model_class, type):
             raise AttributeError("the solution does not define a class named ModelNew")
         self.model_class = model_class
+        found = kernels.discover(module, self.source, extra=(model_class,))
+        self.kernels = [info.name for info in found]
+        findings = [f for info in found for f in self.body_checker.check(info.function)]
         self._send(self.channel, "ready", {
             "python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
-            "interpret": os.environ.get("TRITON_INTERPRET") == "1",
+            "interpret": os.environ.get("TRITON_INTERPRET") == "1", "kernels": self.kernels,
+            "kernel_findings": list(dict.fromkeys(findings))[:20],
         })
 
     def build(self, init_inputs: Any, weight_seed: int) -> None:
@@ -218,7 +320,18 @@ class CandidateWorker:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"ModelNew(...) must build an nn.Module, got {type(model).__name__}")
         self.model = model.to(self.device)
-        self._send(self.channel, "built", {"parameters": sum(p.numel() for p in self.model.parameters())})
+        left = self._clear_modes(self._modes)
+        self._send(self.channel, "built", {"parameters": sum(p.numel() for p in self.model.parameters()),
+                                           "tampered": left})
+
+    def _source_changed(self) -> list[str]:
+        """The solution file must still hold the text that was checked (the jail binds it read-only)."""
+        try:
+            with open(self.source, "rb") as handle:
+                now = hashlib.sha256(handle.read()).hexdigest()
+        except OSError:
+            return ["the solution file became unreadable"]
+        return [] if now == self._source_digest else ["the solution file was changed after it was checked"]
 
     def call(self, nonce: str, inputs: list[Any]) -> None:
         model = self.model
@@ -226,17 +339,20 @@ class CandidateWorker:
         input_tensors = common.tensors_in(device_inputs)
         pristine = [torch.Tensor.clone(t) for t in input_tensors]
         protected = [storage_span(t) for t in input_tensors]
-        parameter_spans = [storage_span(t) for t in (*model.parameters(), *model.buffers())]
-        threads_before = self._active_count()
+        state_tensors = [*model.parameters(), *model.buffers()]
+        parameter_spans = [storage_span(t) for t in state_tensors]
 
-        trace = OpTrace()
-        self.recorder.start()
+        flow = DataFlow(inputs=input_tensors, protected=[*input_tensors, *state_tensors])
+        trace = OpTrace(self.attribution, flow)
+        host_reads = HostReadTrace(self.attribution, flow)
+        self.recorder.start(flow)
         try:
-            with torch.no_grad(), trace:
+            with torch.no_grad(), host_reads, trace:
                 outputs = model(*device_inputs)
             common.synchronize(self.device)
         finally:
             launches = self.recorder.stop()
+            left_modes = self._clear_modes(self._modes)
 
         candidate_spans = [span for launch in launches if launch.source_file == self.source
                            for span in launch.arg_spans]
@@ -252,23 +368,28 @@ class CandidateWorker:
                 aliases = "parameter"
             output_reports.append({
                 "plain": plain,
-                "from_kernel": empty or _overlaps(span, candidate_spans),
+                "from_kernel": empty or _overlaps(span, candidate_spans) or flow.is_kernel_written(tensor),
                 "aliases": aliases,
             })
         mutated = [i for i, (now, before) in enumerate(zip(input_tensors, pristine, strict=True))
                    if not self._same_bytes(now, before)]
         evidence = {
             "launches": [
-                {"kernel": launch.kernel, "candidate": launch.source_file == self.source, "grid": launch.grid}
+                {"kernel": launch.kernel, "candidate": launch.source_file == self.source, "grid": launch.grid,
+                 "compiled": launch.compiled_name}
                 for launch in launches
             ],
             "compute_ops": trace.compute_ops(),
             "compute_work": [trace.compute_elements, trace.compute_flops],
+            "host_reads": [host_reads.elements + trace.device_to_host_elements, host_reads.examples
+                           + ([f"{trace.device_to_host_elements} element(s) copied from the device to the host"]
+                              if trace.device_to_host_elements else [])],
+            "kernel_findings": list(self.recorder.findings)[:20],
             "outputs": output_reports,
             "mutated_inputs": mutated,
-            "threads_before": threads_before,
+            "threads_before": self.threads_baseline,
             "threads_after": self._active_count(),
-            "tampered": self._tampered(self.watched, self.channel),
+            "tampered": [*self._tampered(self.watched, self.channel), *left_modes, *self._source_changed()],
             "refused": list(self.refused),
         }
         self._send(self.channel, "called", {"nonce": nonce, "outputs": self._plain_outputs(outputs),
@@ -276,7 +397,8 @@ class CandidateWorker:
 
     def observe(self) -> dict[str, Any]:
         """Thread count, tampering and refusals now (reported around every timed repetition)."""
-        return {"threads": self._active_count(), "tampered": self._tampered(self.watched, self.channel),
+        left = self._clear_modes(self._modes)
+        return {"threads": self._active_count(), "tampered": [*self._tampered(self.watched, self.channel), *left],
                 "refused": list(self.refused)}
 
     def profile(self, calls: int) -> None:
@@ -286,19 +408,23 @@ class CandidateWorker:
         module = common.load_module(self.problem, "profile_problem")
         self.recorder.start()
         try:
-            kernels = profile_forward(self.model, lambda: timing_inputs(module, secrets.randbits(63), self.device),
-                                      calls)
+            kernel_times = profile_forward(self.model,
+                                           lambda: timing_inputs(module, secrets.randbits(63), self.device), calls)
         finally:
             launches = self.recorder.stop()
         mine = sorted({launch.kernel for launch in launches if launch.source_file == self.source})
+        compiled = sorted({launch.compiled_name for launch in launches
+                           if launch.source_file == self.source and launch.compiled_name})
         self._send(self.channel, "profiled", {
-            "kernels": [[k.name, k.device_us, k.count] for k in kernels],
+            "kernels": [[k.name, k.device_us, k.count] for k in kernel_times],
             "candidate_kernels": mine,
+            "candidate_compiled_kernels": compiled,
         })
 
     # -- loop ---------------------------------------------------------------------------
     def fail(self, phase: str, exc: BaseException) -> None:
         kind = "compile_error" if phase in ("import", "build") or _is_compile_error(exc) else "runtime_error"
+        self._clear_modes(self._modes)
         self._send(self.channel, "error", {"phase": phase, "kind": kind, "refused": list(self.refused),
                                            "message": common.format_error(exc, self.source)})
 
@@ -349,8 +475,22 @@ def _plain_outputs(outputs: Any) -> Any:
 def main() -> None:
     args = common.parse_worker_args("tritongym candidate worker (internal)")
     channel = common.open_channel(args.fd)
-    CandidateWorker(channel, args.source, torch.device(args.device), args.problem,
-                    enforce_policy=not args.allow_forbidden).serve()
+    # The parent speaks first: the channel key and the hash of the solution it checked. Nothing
+    # of the candidate has run yet.
+    hello = channel.recv(timeout=60)
+    payload = hello.payload if isinstance(hello.payload, dict) else {}
+    if hello.kind != "hello" or not isinstance(payload.get("key"), str):
+        raise SystemExit("tritongym candidate worker: expected a hello frame first")
+    channel.enable_signing(bytes.fromhex(payload["key"]))
+    with open(args.source, encoding="utf-8") as handle:
+        source_text = handle.read()
+    if hashlib.sha256(source_text.encode("utf-8")).hexdigest() != payload.get("source_sha256"):
+        channel.send("error", {"phase": "import", "kind": "compile_error", "refused": [],
+                               "message": "the solution file differs from the source that was checked"})
+        os._exit(0)
+    worker = CandidateWorker(channel, args.source, torch.device(args.device), args.problem,
+                             enforce_policy=not args.allow_forbidden, source_text=source_text)
+    worker.serve()
     channel.close()
     # Leave without running interpreter shutdown hooks the candidate may have registered.
     sys.stdout.flush()

@@ -10,11 +10,24 @@ dtypes, and NaN/±Inf floats. **Nothing is ever unpickled**: a hostile worker ca
 malformed JSON or wrong bytes, which `recv` turns into `ProtocolError`. Sizes are bounded on
 receipt so a worker cannot make the parent allocate without limit.
 
+**Authenticated frames.** A worker that runs candidate code must be assumed compromised: the
+candidate can find the socket (its descriptor number is no secret) and write frames of its own.
+The parent therefore gives the candidate worker a fresh key in a ``hello`` frame *before* any
+candidate code is imported; from then on every frame the worker sends ends with an
+HMAC-SHA256 over a sequence number, the header and the blobs, and the parent refuses any frame
+whose tag does not verify (a `ProtocolError`: a ``crashed`` verdict, never ``ok``). The worker's
+signing sender is built from C functions and closures captured at that moment (`_make_sender`):
+rebinding a module global, a class attribute or ``json``'s internals later changes nothing on
+the send path. What stays forgeable is named in docs/integrity.md ("Evidence").
+
 Imports only the standard library and torch, so the workers start fast.
 """
 
 from __future__ import annotations
 
+import _hashlib
+import _json
+import hmac
 import json
 import math
 import socket
@@ -33,6 +46,11 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 #: worker that claims a huge blob and sends nothing makes the parent allocate nothing.
 _PREALLOCATE_BYTES = 16 << 20
 _LENGTH = struct.Struct(">I")
+#: Bytes of the HMAC-SHA256 tag that ends every authenticated frame.
+TAG_BYTES = 32
+#: Bounds on a tensor's description in a frame (no real output comes near them).
+MAX_TENSOR_DIMS = 32
+MAX_TENSOR_DIM = 1 << 40
 
 #: dtypes that may cross the channel, by wire name.
 WIRE_DTYPES: dict[str, torch.dtype] = {
@@ -116,8 +134,9 @@ def _decode(value: Any, blobs: list[bytearray]) -> Any:
             raise ProtocolError(f"tensor refers to blob {index!r} of {len(blobs)}")
         if dtype_name not in WIRE_DTYPES:
             raise ProtocolError(f"unknown tensor dtype {dtype_name!r}")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-            raise ProtocolError(f"bad tensor shape {shape!r}")
+        if not isinstance(shape, list) or len(shape) > MAX_TENSOR_DIMS or not all(
+                isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_TENSOR_DIM for s in shape):
+            raise ProtocolError(f"bad tensor shape {str(shape)[:200]}")
         dtype = WIRE_DTYPES[dtype_name]
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
@@ -147,6 +166,87 @@ def _decode(value: Any, blobs: list[bytearray]) -> Any:
     return {k: _decode(v, blobs) for k, v in value.items()}
 
 
+def _refuse_default(value: Any) -> Any:
+    raise TypeError(f"cannot send a value of type {type(value).__name__}")
+
+
+def _make_sender(sock: socket.socket, key: bytes) -> Any:
+    """An authenticated ``send(kind, payload) -> int`` bound to `sock` and `key`.
+
+    Called in the candidate worker before candidate code is imported. Every function and type
+    the sender needs is captured here as a closure variable: C functions (`_json`'s encoder,
+    `_hashlib`'s HMAC, the socket's ``sendall``) and the torch methods that turn a tensor into
+    bytes, so later rebinding of module globals, builtins or class attributes does not reach the
+    send path. The closure itself is reachable only through the channel object, which only the
+    worker holds.
+    """
+    encode_json = _json.make_encoder(None, _refuse_default, _json.encode_basestring_ascii, None, ":", ",",
+                                     False, False, False)
+    hmac_new, sendall, pack_length, pack_seq = _hashlib.hmac_new, sock.sendall, _LENGTH.pack, struct.Struct(">Q").pack
+    tensor_type, dtype_type, size_type = torch.Tensor, torch.dtype, torch.Size
+    detach, contiguous = torch.Tensor.detach, torch.Tensor.contiguous
+    to_cpu, to_numpy = torch.Tensor.cpu, torch.Tensor.numpy
+    reshape, view, numel, uint8 = torch.Tensor.reshape, torch.Tensor.view, torch.Tensor.numel, torch.uint8
+    dtype_names = dict(_DTYPE_NAMES)
+    _isinstance, _list, _len, _str, _int, _float, _bool, _repr = isinstance, list, len, str, int, float, bool, repr
+    _memoryview, _tuple, _dict, _type_error, _isfinite, _sum = memoryview, tuple, dict, TypeError, math.isfinite, sum
+    counter = [0]
+
+    def encode(value: Any, blobs: list) -> Any:
+        if _isinstance(value, tensor_type):
+            tensor = detach(value)
+            if tensor.dtype not in dtype_names:
+                raise _type_error(f"cannot send a tensor of dtype {tensor.dtype}")
+            tensor = contiguous(to_cpu(tensor))
+            shape = [_int(v) for v in tensor.shape]
+            raw = _memoryview(b"") if numel(tensor) == 0 else _memoryview(to_numpy(view(reshape(tensor, -1), uint8)))
+            blobs.append(raw.cast("B"))
+            return {"__tensor__": _len(blobs) - 1, "dtype": dtype_names[tensor.dtype], "shape": shape}
+        if value is None or _isinstance(value, (_bool, _int, _str)):
+            return value
+        if _isinstance(value, _float):
+            return value if _isfinite(value) else {"__float__": _repr(value)}
+        if _isinstance(value, dtype_type):
+            if value not in dtype_names:
+                raise _type_error(f"cannot send dtype {value}")
+            return {"__dtype__": dtype_names[value]}
+        if _isinstance(value, size_type):
+            return {"__tuple__": [_int(v) for v in value]}
+        if _isinstance(value, _tuple):
+            return {"__tuple__": [encode(v, blobs) for v in value]}
+        if _isinstance(value, _list):
+            return [encode(v, blobs) for v in value]
+        if _isinstance(value, _dict):
+            out = {}
+            for k, v in value.items():
+                if not _isinstance(k, _str) or (k.startswith("__") and k.endswith("__")):
+                    raise _type_error("only dicts with plain string keys can be sent")
+                out[k] = encode(v, blobs)
+            return out
+        raise _type_error(f"cannot send a value of type {type(value).__name__}")
+
+    def send(kind: str, payload: Any = None) -> int:
+        blobs: list = []
+        encoded = encode(payload, blobs)
+        sizes = [blob.nbytes for blob in blobs]
+        header = "".join(encode_json({"v": PROTOCOL_VERSION, "kind": _str(kind), "payload": encoded,
+                                      "blobs": sizes}, 0)).encode("utf-8")
+        tag = hmac_new(key, digestmod="sha256")
+        tag.update(pack_seq(counter[0]))
+        tag.update(header)
+        for blob in blobs:
+            tag.update(blob)
+        counter[0] += 1
+        sendall(pack_length(_len(header)) + header)
+        for blob in blobs:
+            if blob.nbytes:
+                sendall(blob)
+        sendall(tag.digest())
+        return _LENGTH.size + _len(header) + _sum(sizes) + TAG_BYTES
+
+    return send
+
+
 class Channel:
     """A framed, bounded, pickle-free message channel over a connected socket.
 
@@ -155,9 +255,21 @@ class Channel:
         max_message_bytes: frames larger than this are refused with `ProtocolError`.
     """
 
-    def __init__(self, sock: socket.socket, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, sock: socket.socket, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 verify_key: bytes | None = None) -> None:
         self.sock = sock
         self.max_message_bytes = max_message_bytes
+        # Parent side: frames must carry a valid tag under this key, in sequence.
+        self._verify_key = verify_key
+        self._received = 0
+        # Worker side: set by `enable_signing` before candidate code runs.
+        self._signed_send: Any = None
+
+    def enable_signing(self, key: bytes) -> None:
+        """From now on every frame this end sends is authenticated with `key` (worker side)."""
+        if len(key) < 16:
+            raise ValueError("the channel key must be at least 16 bytes")
+        self._signed_send = _make_sender(self.sock, bytes(key))
 
     @classmethod
     def from_fd(cls, fd: int, **kwargs: Any) -> Channel:
@@ -172,6 +284,8 @@ class Channel:
 
     def send(self, kind: str, payload: Any = None) -> int:
         """Send one message; returns the number of bytes written."""
+        if self._signed_send is not None:
+            return self._signed_send(kind, payload)
         blobs: list[memoryview] = []
         encoded = _encode(payload, blobs)
         header = json.dumps(
@@ -229,21 +343,38 @@ class Channel:
         (header_length,) = _LENGTH.unpack(self._recv_exact(_LENGTH.size, deadline))
         if header_length > MAX_HEADER_BYTES:
             raise ProtocolError(f"header of {header_length} bytes exceeds {MAX_HEADER_BYTES}")
+        raw_header = self._recv_exact(header_length, deadline)
         try:
-            header = json.loads(self._recv_exact(header_length, deadline).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ProtocolError(f"header is not JSON: {exc}") from exc
+            header = json.loads(raw_header.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
+            # ValueError covers malformed JSON and integers beyond Python's digit limit;
+            # RecursionError deeply nested arrays.
+            raise ProtocolError(f"header is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
         if not isinstance(header, dict) or header.get("v") != PROTOCOL_VERSION:
             raise ProtocolError(f"not a protocol-{PROTOCOL_VERSION} header")
         kind, blob_sizes = header.get("kind"), header.get("blobs")
-        if not isinstance(kind, str) or not isinstance(blob_sizes, list):
+        if not isinstance(kind, str) or not isinstance(blob_sizes, list) or len(blob_sizes) > 100_000:
             raise ProtocolError("header lacks kind or blobs")
-        if not all(isinstance(s, int) and s >= 0 for s in blob_sizes):
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in blob_sizes):
             raise ProtocolError("blob sizes must be non-negative integers")
         total = sum(blob_sizes)
         if total > self.max_message_bytes:
             raise ProtocolError(f"a {kind!r} message of {total} bytes exceeds the limit of "
                                 f"{self.max_message_bytes} for this request")
         blobs = [self._recv_exact(size, deadline) if size else bytearray() for size in blob_sizes]
-        payload = _decode(header.get("payload"), blobs)
+        if self._verify_key is not None:
+            tag = bytes(self._recv_exact(TAG_BYTES, deadline))
+            expected = hmac.new(self._verify_key, digestmod="sha256")
+            expected.update(struct.pack(">Q", self._received))
+            expected.update(raw_header)
+            for blob in blobs:
+                expected.update(blob)
+            if not hmac.compare_digest(tag, expected.digest()):
+                raise ProtocolError(f"frame {self._received} ({kind[:40]!r}) does not carry the worker's tag: it was "
+                                    "not written by the harness")
+            self._received += 1
+        try:
+            payload = _decode(header.get("payload"), blobs)
+        except (RecursionError, ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as exc:
+            raise ProtocolError(f"undecodable payload: {type(exc).__name__}: {str(exc)[:200]}") from None
         return Message(kind=kind, payload=payload, nbytes=_LENGTH.size + header_length + total)

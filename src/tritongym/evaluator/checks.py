@@ -15,12 +15,19 @@ from tritongym.evaluator.channel import ProtocolError
 from tritongym.evaluator.optrace import canonical_op, covers_reference, heavy_share
 from tritongym.evaluator.result import Violation, ViolationCode
 
+#: Input-derived elements a forward may read on the host (a few scalars; see `hostread`). The
+#: parent applies its own copy: the worker only reports counts.
+HOST_READ_BUDGET = 64
+#: Longest list accepted in any evidence field (an honest worker sends far fewer items).
+MAX_EVIDENCE_ITEMS = 10_000
+
 
 @dataclass(frozen=True)
 class LaunchEvidence:
     kernel: str
     candidate: bool
     grid: str
+    compiled: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,15 +50,24 @@ class CallEvidence:
     tampered: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
     compute_work: tuple[int, int] = (0, 0)
+    host_read_elements: int = 0
+    host_read_examples: tuple[str, ...] = ()
+    kernel_findings: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, data: Any) -> CallEvidence:
         """Validate the worker's JSON; anything malformed is a `ProtocolError` (a crash verdict)."""
         try:
+            if not isinstance(data, dict):
+                raise TypeError(f"evidence must be an object, got {type(data).__name__}")
             launches = tuple(
-                LaunchEvidence(kernel=_str(item["kernel"]), candidate=_bool(item["candidate"]), grid=_str(item["grid"]))
+                LaunchEvidence(kernel=_str(item["kernel"]), candidate=_bool(item["candidate"]), grid=_str(item["grid"]),
+                               compiled=None if item.get("compiled") is None else _str(item["compiled"]))
                 for item in _list(data["launches"])
             )
+            host_reads = _list(data.get("host_reads", [0, []]))
+            if len(host_reads) != 2:
+                raise TypeError("host_reads must be [elements, examples]")
             outputs = tuple(
                 OutputEvidence(plain=_bool(item["plain"]), from_kernel=_bool(item["from_kernel"]),
                                aliases=None if item["aliases"] is None else _str(item["aliases"]))
@@ -66,16 +82,34 @@ class CallEvidence:
                 threads_after=_int(data["threads_after"]),
                 tampered=tuple(_str(name) for name in _list(data.get("tampered", []))),
                 refused=tuple(_str(name) for name in _list(data.get("refused", []))),
-                compute_work=tuple(_int(v) for v in _list(data.get("compute_work", [0, 0]))[:2]),
+                compute_work=_work(_list(data.get("compute_work", [0, 0]))),
+                host_read_elements=_count(host_reads[0]),
+                host_read_examples=tuple(_str(e) for e in _list(host_reads[1])[:8]),
+                kernel_findings=tuple(_str(f) for f in _list(data.get("kernel_findings", []))[:20]),
             )
-        except (KeyError, TypeError) as exc:
-            raise ProtocolError(f"malformed call evidence: {exc}") from exc
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ProtocolError(f"malformed call evidence: {type(exc).__name__}: {str(exc)[:300]}") from None
 
 
 def _list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list, got {type(value).__name__}")
+    if len(value) > MAX_EVIDENCE_ITEMS:
+        raise TypeError(f"a list of {len(value)} items exceeds {MAX_EVIDENCE_ITEMS}")
     return value
+
+
+def _count(value: Any) -> int:
+    number = _int(value)
+    if not 0 <= number < 1 << 62:
+        raise TypeError(f"a count out of range: {number}")
+    return number
+
+
+def _work(values: list[Any]) -> tuple[int, int]:
+    if len(values) != 2:
+        raise TypeError("compute_work must be [elements, flops]")
+    return _count(values[0]), _count(values[1])
 
 
 def _str(value: Any) -> str:
@@ -117,11 +151,13 @@ def check_triton_launched(evidence: CallEvidence) -> Violation | None:
 
 
 def check_output_from_kernel(evidence: CallEvidence) -> Violation | None:
-    """Every returned tensor's storage was an argument of a candidate kernel launch.
+    """Every returned tensor was written by a candidate kernel, or computed by glue from such data.
 
     Defends against: launching a kernel on a dummy tensor while returning a PyTorch result (A1).
     How: the worker compares each output's storage span with the argument storages of the
-    candidate's launches in that call.
+    candidate's launches in that call, and follows the data (`optrace.DataFlow`): an output that
+    torch ops computed from storage a candidate kernel wrote (a final ``sum`` of per-row partial
+    results) is the kernels' output; how much work that glue did is the fallback rule's to judge.
     Residual risk: a kernel that receives the output but does not write all of it passes this
     check; correctness on fresh secret inputs catches outputs that are not computed.
     """
@@ -261,6 +297,46 @@ def check_nothing_refused(evidence: CallEvidence) -> Violation | None:
     return None
 
 
+def check_no_host_compute(evidence: CallEvidence, budget: int = HOST_READ_BUDGET) -> Violation | None:
+    """The candidate's Python reads no more than a few input-derived values on the host.
+
+    Defends against: computing the answer (or part of it, e.g. a softmax's normalisation) on the
+    host with numpy on ``x.numpy()`` or plain Python over ``x.tolist()``/``.item()`` and handing it
+    to a copy kernel; on a GPU the same through a device-to-host copy. Neither numpy nor Python
+    arithmetic is an ATen op, so the op trace cannot see the work; every such route must first
+    bring the input's values to host code, which is what is counted.
+    How: `hostread.HostReadTrace` counts the elements of input-derived tensors (`optrace.DataFlow`)
+    whose values the candidate's own frames read (``numpy``, ``__array__``, ``tolist``, ``item``,
+    ``__float__``, printing, pickling, storage and raw-pointer access); the op trace adds
+    device-to-host copies. More than `budget` elements in one forward is a violation.
+    Residual risk: reads made with torch-function handling switched off through torch's private
+    switches (named by the static gate; see docs/integrity.md "Evidence").
+    """
+    if evidence.host_read_elements <= budget:
+        return None
+    shown = "; ".join(evidence.host_read_examples[:3])
+    return Violation(
+        ViolationCode.HOST_COMPUTE,
+        f"the forward read {evidence.host_read_elements} input-derived values on the host (budget {budget}: "
+        f"{shown}); compute in Triton kernels on the device, not in numpy or Python on the host",
+    )
+
+
+def check_kernels_are_triton(evidence: CallEvidence) -> Violation | None:
+    """Kernel bodies refer only to Triton, and kernels receive only tensors, scalars and constexprs.
+
+    Defends against: a "kernel" whose body calls a plain Python helper (or receives a Python
+    object or combine function) that does the work in torch or numpy: the CPU interpreter runs
+    it as Python; a GPU would refuse to compile it (A1 on the CPU tier; red-team finding 1).
+    How: `kernels.BodyChecker` resolves every global a kernel body names in the kernel's own
+    namespace at run time (aliases resolve to what they are), and the launch hook checks each
+    argument's type (`kernels.describe_foreign_argument`).
+    """
+    if not evidence.kernel_findings:
+        return None
+    return Violation(ViolationCode.PYTHON_IN_KERNEL, "; ".join(evidence.kernel_findings[:3]))
+
+
 def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
                     reference_work: tuple[int, int] = (0, 0)) -> list[Violation]:
     """All per-call checks, in a fixed order."""
@@ -268,8 +344,10 @@ def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
         check_nothing_refused(evidence),
         check_harness_untouched(evidence),
         check_no_background_thread(evidence),
+        check_kernels_are_triton(evidence),
         check_triton_launched(evidence),
         check_output_from_kernel(evidence),
+        check_no_host_compute(evidence),
         check_no_pytorch_fallback(evidence, reference_ops, reference_work),
         check_inputs_unchanged(evidence),
         check_output_not_aliased(evidence),

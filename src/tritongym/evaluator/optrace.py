@@ -1,21 +1,36 @@
 """Trace the ATen operators a forward runs, and tell compute from bookkeeping.
 
 Both workers use it: the reference worker to learn which compute ops the task needs, the
-candidate worker to record which ones the candidate's forward ran *outside* its Triton kernels
-(the launch hook suspends tracing while a kernel runs, because the Triton interpreter itself
-calls ATen). A `TorchDispatchMode` sees every dispatched op, including Tensor methods, operators
-such as ``@`` and ``+`` and calls through ``torch.ops.aten``, which static checks cannot.
+candidate worker to record which ones the candidate's own Python ran. A `TorchDispatchMode` sees
+every dispatched op, including Tensor methods, operators such as ``@`` and ``+`` and calls
+through ``torch.ops.aten``, which static checks cannot.
 
-Defends against: PyTorch fallback (A1 in docs/integrity.md), try/except fallbacks (A2).
-Residual risk: work done outside ATen (numpy on host copies, custom C++ extensions) is
-invisible here; the Triton launch and provenance checks and the static gate cover those.
+**Attribution, not suspension.** Tracing stays on during kernel launches: grid callables, pre-run
+hooks, constexpr objects and combine functions are candidate Python that runs *inside* a launch.
+Each op is attributed to the innermost Python frame that decides who asked for it (`Attribution`):
+the solution file (counted), or Triton's runtime and language machinery (the interpreter's own
+copies: not counted). Frames of torch, the standard library and other libraries are looked
+through, so a library called by the candidate does the candidate's work.
+
+**Data flow.** `DataFlow` follows storages through every traced op and launch: which storages
+hold data derived from the inputs, and which were written by the candidate's kernels (or computed
+by glue from such storage: a final ``loss.sum()`` over per-row losses a kernel wrote is the
+kernel's output). Output provenance and the host-read budget (`hostread`) use it.
+
+Defends against: PyTorch fallback (A1 in docs/integrity.md), try/except fallbacks (A2), torch work
+hidden in launch-time Python (grid callables, hooks).
+Residual risk: work done outside ATen (numpy on host data) is invisible here: `hostread` bounds how
+much input-derived data may reach the host at all.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -43,8 +58,10 @@ NON_COMPUTE_OPS = frozenset(
 )
 
 # Different spellings of the same heavy computation: a candidate that calls torch.mm where the
-# reference runs addmm still falls back to PyTorch for the matmul.
-_OP_FAMILIES = {
+# reference runs addmm still falls back to PyTorch for the matmul. Read-only: a candidate that
+# imports this module cannot empty it (harness tables are immutable; rebinding the name is caught
+# by the worker's identity checks).
+_OP_FAMILIES = MappingProxyType({
     **{f"aten::{n}": "aten::matmul" for n in (
         "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv", "addmv", "dot",
         "vdot", "einsum", "_addmm_activation", "tensordot", "inner", "outer", "ger",
@@ -56,7 +73,7 @@ _OP_FAMILIES = {
         "slow_conv_transpose2d", "slow_conv_transpose3d", "convolution_overrideable",
         "_nnpack_spatial_convolution", "conv_depthwise3d", "_conv_depthwise2d",
     )},
-}
+})
 
 
 def op_name(func: Any) -> str:
@@ -67,21 +84,21 @@ def op_name(func: Any) -> str:
     return f"{namespace}::{name}"
 
 
-def canonical_op(name: str) -> str:
+def canonical_op(name: str, _families: Any = _OP_FAMILIES) -> str:
     """Canonical form for comparing op sets: in-place ``relu_`` → ``relu``, ``mm`` → ``matmul``."""
     namespace, _, base = name.partition("::")
     if base.endswith("_") and not base.startswith("_"):
         base = base[:-1]
     full = f"{namespace}::{base}"
-    return _OP_FAMILIES.get(full, full)
+    return _families.get(full, full)
 
 
-def is_compute(func: Any) -> bool:
+def is_compute(func: Any, _non_compute: frozenset = NON_COMPUTE_OPS) -> bool:
     """Whether an ATen overload does arithmetic (not a view, allocation, copy or query)."""
     if getattr(func, "is_view", False):
         return False
     name = op_name(func)
-    if name in NON_COMPUTE_OPS:
+    if name in _non_compute:
         return False
     return not name.startswith("prim::")
 
@@ -94,8 +111,118 @@ def _flop_registry() -> dict[Any, Any]:
     return dict(flop_registry)
 
 
-#: FLOP formulas of matmul, convolution and attention ops, from torch's own flop counter.
-_FLOPS = _flop_registry()
+#: FLOP formulas of matmul, convolution and attention ops, from torch's own flop counter (a
+#: read-only copy taken at import: emptying torch's registry later changes nothing here).
+_FLOPS = MappingProxyType(_flop_registry())
+
+#: Ops that move a whole tensor between devices (a device-to-host copy exposes its values).
+_TRANSFER_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::copy"})
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
+
+
+class Attribution:
+    """Who asked for an op: the candidate, or Triton's runtime machinery acting for a launch.
+
+    Walks from the innermost Python frame outwards. The solution file decides "candidate";
+    Triton's runtime and language packages decide "triton" (the interpreter copying arguments,
+    the launcher reading pointers); the evidence code itself (this module, the launch hook, the
+    host-read trace) decides "harness"; every other frame (torch, the standard library, numpy,
+    other libraries) is looked through. A walk that finds none of them is "other".
+    """
+
+    #: The harness's evidence modules (their own bookkeeping inside a traced call is not work).
+    HARNESS_MODULES = ("optrace.py", "hostread.py", "launches.py", "kernels.py")
+
+    def __init__(self, candidate_file: str) -> None:
+        self.candidate = os.path.realpath(candidate_file)
+        here = os.path.realpath(os.path.dirname(__file__)) + os.sep
+        self.harness = frozenset(here + name for name in self.HARNESS_MODULES)
+        triton_dir = _package_dir("triton") or "/nonexistent-triton/"
+        self.machinery = tuple(triton_dir + sub + os.sep for sub in ("runtime", "language", "backends", "compiler"))
+        self.machinery += tuple(triton_dir + name for name in ("__init__.py",))
+        self._getframe = sys._getframe
+        self._realpath = os.path.realpath
+        self._cache: dict[str, str] = {}
+
+    def who(self, depth: int = 1) -> str:
+        frame = self._getframe(depth)
+        cache = self._cache
+        while frame is not None:
+            name = frame.f_code.co_filename
+            verdict = cache.get(name)
+            if verdict is None:
+                real = self._realpath(name) if not name.startswith("<") else name
+                if real == self.candidate:
+                    verdict = "candidate"
+                elif real in self.harness:
+                    verdict = "harness"
+                elif real.startswith(self.machinery):
+                    verdict = "triton"
+                else:
+                    verdict = "through"
+                cache[name] = verdict
+            if verdict != "through":
+                return verdict
+            frame = frame.f_back
+        return "other"
+
+
+def _tensors(value: Any, out: list, depth: int = 0) -> list:
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)) and depth < 4:
+        for item in value:
+            _tensors(item, out, depth + 1)
+    elif isinstance(value, dict) and depth < 4:
+        for item in value.values():
+            _tensors(item, out, depth + 1)
+    return out
+
+
+def storage_key(tensor: torch.Tensor) -> int:
+    """The start address of a tensor's storage (identifies the storage while it is alive)."""
+    return torch.Tensor.untyped_storage(tensor).data_ptr()
+
+
+class DataFlow:
+    """Which storages hold input-derived data, and which the candidate's kernels wrote.
+
+    `protected` are the storages of inputs, parameters and buffers: a kernel that receives them
+    only reads them (writes into inputs are `input_mutation`), so they never count as written.
+    """
+
+    def __init__(self, inputs: list[torch.Tensor], protected: list[torch.Tensor]) -> None:
+        self.input_derived: set[int] = {storage_key(t) for t in inputs}
+        self.protected: set[int] = {storage_key(t) for t in protected}
+        self.kernel_written: set[int] = set()
+
+    def after_op(self, args: Any, kwargs: Any, out: Any) -> None:
+        sources = {storage_key(t) for t in _tensors(args, _tensors(kwargs, []))}
+        if not sources:
+            return
+        produced = {storage_key(t) for t in _tensors(out, [])}
+        if sources & self.input_derived:
+            self.input_derived |= produced
+        if sources & self.kernel_written:
+            self.kernel_written |= produced - self.protected
+
+    def after_launch(self, arguments: list[torch.Tensor]) -> None:
+        keys = {storage_key(t) for t in arguments}
+        writable = keys - self.protected
+        self.kernel_written |= writable
+        if keys & self.input_derived:
+            self.input_derived |= writable
+
+    def is_input_derived(self, tensor: torch.Tensor) -> bool:
+        return storage_key(tensor) in self.input_derived
+
+    def is_kernel_written(self, tensor: torch.Tensor) -> bool:
+        return storage_key(tensor) in self.kernel_written
 
 
 def _output_elements(value: Any) -> int:
@@ -120,28 +247,46 @@ class OpTrace(TorchDispatchMode):
         # imports torch._dynamo: about 2 s in every worker. Nothing traced here is compiled.
         return False
 
-    def __init__(self) -> None:
+    def __init__(self, attribution: Attribution | None = None, flow: DataFlow | None = None) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.compute: dict[str, None] = {}
         self.compute_elements = 0
         self.compute_flops = 0
+        #: Elements of input-derived tensors the candidate copied from a GPU to the host.
+        self.device_to_host_elements = 0
+        self.attribution = attribution
+        self.flow = flow
+        self._flops = _FLOPS
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         name = op_name(func)
-        self.counts[name] += 1
         out = func(*args, **kwargs)
+        if self.flow is not None:
+            self.flow.after_op(args, kwargs, out)
+        if self.attribution is not None and self.attribution.who(2) != "candidate":
+            return out
+        self.counts[name] += 1
+        if name in _TRANSFER_OPS and self.flow is not None:
+            self._note_transfer(args, out)
         if is_compute(func):
             self.compute.setdefault(name, None)
             self.compute_elements += _output_elements(out)
-            formula = _FLOPS.get(getattr(func, "overloadpacket", None))
+            formula = self._flops.get(getattr(func, "overloadpacket", None))
             if formula is not None:
                 try:
                     self.compute_flops += int(formula(*args, **kwargs, out_val=out))
                 except Exception:  # noqa: BLE001 - a formula that does not fit counts nothing
                     pass
         return out
+
+    def _note_transfer(self, args: Any, out: Any) -> None:
+        """A device-to-host copy of input-derived data exposes it to host code (GPU tier)."""
+        sources = [t for t in _tensors(args, []) if t.device.type != "cpu" and self.flow.is_input_derived(t)]
+        targets = [t for t in _tensors(out, []) if t.device.type == "cpu"]
+        if sources and targets:
+            self.device_to_host_elements += sum(t.numel() for t in targets)
 
     def compute_ops(self) -> list[str]:
         """Compute ops in order of first use, each once (``aten::addmm``, ...)."""

@@ -17,6 +17,7 @@ machine raises.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import secrets
@@ -31,7 +32,7 @@ from typing import Any
 
 import torch
 
-from tritongym.errors import OptionsError, SolutionError
+from tritongym.errors import OptionsError, SolutionError, TritongymError
 from tritongym.evaluator import checks, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
@@ -113,6 +114,7 @@ class _Evaluation:
     bytes_moved: int = 0
     baselines: trivial.TrivialBaselines = field(default_factory=trivial.TrivialBaselines)
     seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
+    kernels_found: bool = True
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -129,8 +131,11 @@ class _Evaluation:
 
     def _fail_from_reply(self, message: Message, phase: str) -> CandidateFailed:
         payload = message.payload if isinstance(message.payload, dict) else {}
-        text = str(payload.get("message", "the candidate reported an error"))[:4000]
-        refused = [str(item)[:200] for item in payload.get("refused", []) if isinstance(item, str)][:6]
+        text = payload.get("message")
+        text = text[:4000] if isinstance(text, str) else "the candidate reported an error"
+        refused_field = payload.get("refused")
+        refused = [item[:200] for item in (refused_field if isinstance(refused_field, list) else [])
+                   if isinstance(item, str)][:6]
         if refused:
             # The error came from (or followed) an operation the run-time policy refused.
             violation = Violation(ViolationCode.FORBIDDEN_CONSTRUCT,
@@ -154,10 +159,12 @@ class _Evaluation:
         init_inputs = reference.setup(weight_seed)
         phase = "import"
         try:
-            self._expect(candidate.receive(), "ready", phase)
+            ready = self._expect(candidate.receive(), "ready", phase)
+            self.note_kernels(ready)
             phase = "build"
-            self._expect(candidate.request("build", {"init_inputs": init_inputs,
-                                                     "weight_seed": weight_seed}), "built", phase)
+            built = self._expect(candidate.request("build", {"init_inputs": init_inputs,
+                                                             "weight_seed": weight_seed}), "built", phase)
+            self.note_tampering(built.get("tampered", []), "while building the model")
             plan = [FAMILY_TASK] * self.options.num_trials + list(self.options.input_families)
             want_truth = self.options.precision_policy != "off"
             for index, family in enumerate(plan):
@@ -189,6 +196,25 @@ class _Evaluation:
             reason = candidate.process.wait_exit(grace=2.0)
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
+
+    def note_kernels(self, ready: dict[str, Any]) -> None:
+        """What the worker found after the import: the kernels, and any Python inside them."""
+        found = ready.get("kernels", [])
+        findings = ready.get("kernel_findings", [])
+        if not isinstance(found, list) or not isinstance(findings, list):
+            raise ProtocolError("malformed ready reply")
+        self.kernels_found = bool(found)
+        shown = [f[:500] for f in findings if isinstance(f, str)][:3]
+        if shown:
+            self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL, "; ".join(shown)))
+
+    def note_tampering(self, tampered: Any, when: str) -> None:
+        if not isinstance(tampered, list):
+            raise ProtocolError("malformed tampering report")
+        names = [t[:200] for t in tampered if isinstance(t, str)][:8]
+        if names:
+            self.add_violation(Violation(ViolationCode.HARNESS_TAMPERING,
+                                         f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
     def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
@@ -227,6 +253,11 @@ class _Evaluation:
         for launch in evidence.launches:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
         for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work):
+            if violation.code == ViolationCode.NO_TRITON_LAUNCH and not self.kernels_found and not any(
+                    launch.candidate for launch in evidence.launches):
+                violation = Violation(ViolationCode.NO_TRITON_KERNEL,
+                                      "the solution defines no Triton kernel (none was found after the import, and "
+                                      "none was launched); write the computation as Triton kernels")
             self.add_violation(violation)
 
     def finish(self, failure: CandidateFailed | None, candidate: WorkerProcess | None, started: float) -> EvalResult:
@@ -278,8 +309,10 @@ class _Evaluation:
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
            limits: ResourceLimits, interpret: bool, budget: Budget,
            problem_path: Path | None = None, cgroup: Cgroup | None = None,
-           extra_args: tuple[str, ...] = ()) -> WorkerHandle:
+           extra_args: tuple[str, ...] = (), source_text: str | None = None) -> WorkerHandle:
+    """Start a candidate worker and hand it the channel key before any candidate code runs."""
     parent_end, child_end = socket.socketpair()
+    key = secrets.token_bytes(32)
     try:
         process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
                                channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
@@ -292,7 +325,13 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
         raise
     finally:
         child_end.close()
-    return WorkerHandle(process=process, channel=Channel(parent_end), budget=budget)
+    channel = Channel(parent_end, verify_key=key)
+    try:
+        channel.send("hello", {"key": key.hex(), "source_sha256": hashlib.sha256(
+            (source_text or "").encode("utf-8")).hexdigest()})
+    except OSError:
+        pass  # the worker died at once: the first receive says how
+    return WorkerHandle(process=process, channel=channel, budget=budget)
 
 
 def _candidate_cgroup(evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
@@ -324,10 +363,11 @@ def _static_verdict(evaluation: _Evaluation, report: StaticReport, started: floa
             ViolationCode.FORBIDDEN_CONSTRUCT,
             f"the solution uses constructs a kernel never needs and harness attacks do ({shown}); use only "
             "torch, triton and math, and no introspection, processes, threads or monkeypatching"))
-    if not report.triton_kernels:
+    if not report.uses_triton:
         evaluation.add_violation(Violation(
             ViolationCode.NO_TRITON_KERNEL,
-            "the solution defines no @triton.jit kernel; write the computation as Triton kernels"))
+            "the solution does not import triton, so it defines no Triton kernel; write the computation as "
+            "Triton kernels"))
     if evaluation.violations:
         return evaluation.finish(None, None, started)
     return None
@@ -438,7 +478,7 @@ def evaluate(
                            interpret=interpret, budget=Budget(options.timeout),
                            problem_path=job / "problem.py", cgroup=cgroup,
                            extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
-                                       in options.disabled_checks else ()))
+                                       in options.disabled_checks else ()), source_text=source)
         reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
@@ -449,6 +489,11 @@ def evaluate(
                 measurement.run_profile(evaluation, candidate)
         except CandidateFailed as exc:
             failure = exc
+        except TritongymError:
+            raise  # the problem, the options or the machine: not the candidate's doing
+        except Exception as exc:  # noqa: BLE001 - whatever a worker sends ends in a verdict
+            failure = CandidateFailed(Status.CRASHED, "the evaluator could not process the candidate worker's "
+                                      f"replies ({type(exc).__name__}: {str(exc)[:300]}); treated as a crash")
         return evaluation.finish(failure, candidate.process, started)
     finally:
         if candidate is not None:

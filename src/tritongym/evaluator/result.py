@@ -36,7 +36,7 @@ class Status(_StrEnum):
 class ViolationCode(_StrEnum):
     """What an integrity check found. Each code names the defect; see docs/integrity.md."""
 
-    NO_TRITON_KERNEL = "no_triton_kernel"  # the source defines no @triton.jit kernel
+    NO_TRITON_KERNEL = "no_triton_kernel"  # the solution defines no Triton kernel (found at run time)
     FORBIDDEN_CONSTRUCT = "forbidden_construct"  # the source uses introspection, processes, monkeypatching, ...
     HARNESS_TAMPERING = "harness_tampering"  # a harness or torch function was replaced at run time
     NO_TRITON_LAUNCH = "no_triton_launch"  # a forward launched no kernel defined in the candidate's source
@@ -51,6 +51,8 @@ class ViolationCode(_StrEnum):
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"  # an output of a timed call did not match the reference
     IMPLAUSIBLE_TIMING = "implausible_timing"  # reported times are not positive, or disagree with the parent's clock
     IMPLAUSIBLE_SPEEDUP = "implausible_speedup"  # faster than the bytes it must move allow (physics floor)
+    HOST_COMPUTE = "host_compute"  # input-derived values were read on the host beyond the scalar budget
+    PYTHON_IN_KERNEL = "python_in_kernel"  # a kernel body or argument is plain Python, not Triton
 
 
 class NoticeCode(_StrEnum):

@@ -1,24 +1,35 @@
 """Fast static pre-checks of a candidate's source, run before any process starts.
 
-They read the source as an AST and never execute it. They decide what is certain from the
-text: whether it parses, whether `ModelNew` is defined, whether any ``@triton.jit`` kernel
-exists, and whether it uses the **forbidden vocabulary**: the constructs a kernel never needs and
-an attack on the harness always does (reward-hacking.md §3.10, E1–E5, B10, A5, A6, D1–D5):
+They read the source as an AST and never execute it. They decide only what the text alone
+decides without doubt: whether it parses, whether `ModelNew` is defined, whether it uses Triton
+at all, and whether it uses a construct **with no honest use in a kernel solution** that an attack
+on the harness needs. Everything else is judged by what the code *does*, at run time: kernels are
+found as objects after the import (`kernels`), plain Python inside a kernel is caught at launch,
+and what ``importlib``, ``operator``, ``types``, ``functools``, ``packaging`` or a computed
+``getattr`` could be used for is refused by the run-time policy (`audit_policy`) when it happens.
 
-* introspection and escape hatches: ``gc``, ``inspect``, ``ctypes``/``cffi``, ``sys._getframe``, ``open``,
-  ``sys.modules``, frame and code attributes (``f_back``, ``__globals__``, ``__code__`` ...),
-  ``exec``/``eval``/``compile``/``__import__``;
-* processes, threads, signals, sockets and descriptors: ``threading``, ``multiprocessing``,
-  ``subprocess``, ``socket``, ``signal``, ``os._exit``, ``os.kill``, ``os.fork``, ``os.dup2``,
-  ``os.write`` ...;
-* borrowed or generated kernels and global knobs: ``torch.compile``, ``torch._dynamo``,
-  ``torch._inductor``, assignments to ``torch.backends.*``, ``set_float32_matmul_precision``,
-  CUDA streams and graphs;
+Each rule names the attack it stops (reward-hacking.md ids; docs/integrity.md has the table):
+
+* ``gc``, ``inspect``, ``ctypes``/``cffi``, frame and code attributes (``sys._getframe``,
+  ``f_back``, ``f_locals``, ``__globals__``, ``__code__``, ``__closure__``, ``__defaults__``,
+  ``cell_contents``...), numpy's raw-memory array interface: reaching the harness's objects or
+  memory (B10, D4, E3);
+* ``exec``/``eval``/``compile``/``__import__``/``breakpoint``: code the gate never saw (A5, E5);
+* processes, threads, signals, sockets, raw descriptors (``subprocess``, ``multiprocessing``,
+  ``threading``, ``signal``, ``socket``, ``os.fork``/``kill``/``system``/``exec*``, ``os.write``,
+  ``os.read``, ``os.dup2``, ``os._exit``, ``sys.exit``): work outside the call, talking on the
+  harness's channel, killing the evaluator (D2, E1, E2);
 * monkeypatching: assigning to an attribute of an imported module (``torch.allclose = ...``,
-  ``time.perf_counter = ...``) or ``setattr`` on one.
+  ``time.perf_counter = ...``), ``setattr``/``delattr`` on one, ``sys.modules`` (D4, E3);
+* borrowed kernels and global knobs: ``torch.compile``, ``torch._dynamo``/``_inductor``,
+  ``torch.utils.cpp_extension``, ``set_float32_matmul_precision``, CUDA streams and graphs (A5, B6,
+  D1);
+* switching torch's mode handling (``_disable_current_modes``, ``DisableTorchFunction`` and the
+  mode-stack functions): blinding the op and host-read traces (E5).
 
-Static rules are evaded by aliasing, string building and ``getattr`` (so they are never the only
-defence: the run-time checks and the sandbox decide), but they name an attack when they see one.
+Static rules are evaded by spelling (string-built names), so they are never the only defence:
+the run-time policy, the evidence checks and the sandbox decide; a static rule names an attack
+early and cheaply when it sees one.
 """
 
 from __future__ import annotations
@@ -29,36 +40,32 @@ from dataclasses import dataclass, field
 
 from tritongym.tasks.problem import defined_names
 
-#: Modules a Triton solution never needs; importing one is a violation.
+#: Modules no kernel solution needs; importing one is a violation.
 FORBIDDEN_MODULES = frozenset({
-    "ctypes", "cffi", "gc", "inspect", "threading", "_thread", "multiprocessing", "concurrent",
-    "subprocess", "socket", "signal", "importlib", "builtins", "marshal", "pickle", "dill",
-    "asyncio", "pty", "fcntl", "mmap", "resource", "sysconfig", "site", "code", "codeop",
-    "operator", "types", "weakref", "copyreg", "tracemalloc", "faulthandler", "pdb", "bdb",
-    "torch._dynamo", "torch._inductor", "torch._C", "torch.utils._python_dispatch", "cuda", "cupy",
-    "numba", "pycuda",
+    "ctypes", "cffi", "gc", "inspect", "threading", "_thread", "multiprocessing", "concurrent", "subprocess",
+    "socket", "signal", "builtins", "marshal", "pickle", "dill", "pty", "fcntl", "mmap", "resource", "code",
+    "codeop", "tracemalloc", "faulthandler", "pdb", "bdb", "torch._dynamo", "torch._inductor",
+    "torch.utils.cpp_extension", "torch.utils._python_dispatch", "cuda", "cupy", "numba", "pycuda",
 })
-#: Dunder attributes honest code uses; every other ``__name__``-style attribute is forbidden.
-ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__qualname__", "__module__", "__call__",
-                             "__len__", "__getitem__", "__setitem__", "__iter__", "__next__", "__enter__",
-                             "__exit__", "__version__"})
-#: Built-in functions a Triton kernel body may call (everything else must be tl.*/triton.* or @jit).
-KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
-                             "enumerate", "zip", "tuple", "list", "getattr", "static_print", "static_assert"})
-#: Built-in functions that execute or reach code dynamically.
-FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "globals", "vars", "setattr",
-                             "open", "delattr"})
-#: Attribute names that reach frames, code objects or module internals.
+#: Built-in functions that execute code from strings or reach harness state.
+FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "open"})
+#: Attribute names that reach frames, code objects, closures or raw memory.
 FORBIDDEN_ATTRIBUTES = frozenset({
     "_getframe", "settrace", "setprofile", "f_back", "f_globals", "f_locals", "f_code", "f_builtins",
     "tb_frame", "gi_frame", "cr_frame", "ag_frame", "__globals__", "__code__", "__closure__", "__builtins__",
-    "__subclasses__", "__loader__", "__spec__", "_current_frames",
+    "__subclasses__", "_current_frames", "__defaults__", "__kwdefaults__", "cell_contents",
+    "__array_interface__", "__array_struct__",
+    # torch's mode-handling switches (blind the op and host-read traces)
+    "_disable_current_modes", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch",
+    "_pop_mode", "_pop_mode_temporarily", "_push_mode", "_set_torch_function_mode", "_pop_torch_function_stack",
+    "_pop_torch_dispatch_stack", "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack",
+    "_ExcludeDispatchKeyGuard", "_unset_dispatch_mode", "_set_dispatch_mode",
 })
-_FORMAT_ATTRIBUTE = re.compile(r"\{[^{}]*\.[^{}]*\}|\{[^{}]*\[[^{}]*\}")
+_FORMAT_FIELD = re.compile(r"\{([^{}]*)\}")
 
-#: Dotted names that are forbidden wherever they appear.
+#: Dotted names that are forbidden wherever they appear, with the attack they serve.
 FORBIDDEN_DOTTED = {
-    "sys.modules": "sys.modules tampering",
+    "sys.modules": "replacing modules the harness uses",
     "sys.exit": "exiting the worker",
     "os._exit": "exiting the worker",
     "os.kill": "signalling processes",
@@ -69,11 +76,12 @@ FORBIDDEN_DOTTED = {
     "os.popen": "running commands",
     "os.dup2": "redirecting file descriptors",
     "os.dup": "redirecting file descriptors",
-    "os.write": "writing to raw file descriptors",
+    "os.write": "writing to raw file descriptors (the harness's channel)",
+    "os.writev": "writing to raw file descriptors (the harness's channel)",
+    "os.read": "reading raw file descriptors (the harness's channel)",
+    "os.readv": "reading raw file descriptors (the harness's channel)",
     "os.fdopen": "opening raw file descriptors",
     "os.open": "opening raw file descriptors",
-    "os.environ": "the process environment",
-    "os.putenv": "the process environment",
     "torch.compile": "torch.compile (generated kernels are not the candidate's own)",
     "torch._dynamo": "torch._dynamo",
     "torch._inductor": "torch._inductor",
@@ -87,17 +95,26 @@ FORBIDDEN_DOTTED = {
 }
 for _name in ("execv", "execve", "execvp", "execl", "execlp", "spawnv", "spawnl", "posix_spawn"):
     FORBIDDEN_DOTTED[f"os.{_name}"] = "running commands"
+#: Modules whose attributes a candidate must not assign (monkeypatching the harness's world).
+PATCHED_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "math", "numpy", "json", "socket", "struct",
+                           "tritongym", "hmac", "builtins"})
 
 
 @dataclass(frozen=True)
 class StaticReport:
-    """What the source shows without running it."""
+    """What the source shows without running it.
+
+    `triton_kernels` lists the decorated kernels the text shows (informational: kernels are
+    found at run time, however they are made); `uses_triton` is whether the solution imports
+    Triton at all (without it no kernel can exist, which the gate decides early).
+    """
 
     syntax_error: str | None = None
     defines_model_new: bool = False
     triton_kernels: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
     findings: tuple[str, ...] = field(default_factory=tuple)
+    uses_triton: bool = True
 
 
 def _dotted(node: ast.expr) -> str:
@@ -125,6 +142,7 @@ class _Scanner(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}
         self.modules: set[str] = set()
         self.found: dict[str, None] = {}
+        self.uses_triton = False
 
     def note(self, node: ast.AST, what: str) -> None:
         self.found.setdefault(f"line {getattr(node, 'lineno', '?')}: {what}", None)
@@ -140,10 +158,12 @@ class _Scanner(ast.NodeVisitor):
             self.modules.add(alias.asname or root)
             self.aliases[alias.asname or root] = alias.name if alias.asname else root
             self._check_module(node, alias.name)
+            self.uses_triton |= root == "triton"
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         self._check_module(node, module)
+        self.uses_triton |= module.split(".")[0] == "triton"
         for alias in node.names:
             full = f"{module}.{alias.name}" if module else alias.name
             self.aliases[alias.asname or alias.name] = full
@@ -162,47 +182,39 @@ class _Scanner(ast.NodeVisitor):
             if dotted == forbidden or dotted.startswith(forbidden + "."):
                 self.note(node, f"uses {forbidden} ({why})")
                 return
-        if dotted.startswith("torch.backends.") and dotted.count(".") >= 2:
-            pass  # reading a backend flag is harmless; writing one is caught in visit_Assign
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FORBIDDEN_ATTRIBUTES:
             self.note(node, f"accesses .{node.attr}")
-        elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
-            self.note(node, f"accesses .{node.attr}")
         dotted = _dotted(node)
         if dotted:
-            resolved = self.resolve(dotted)
-            self._check_dotted(node, resolved)
-            parts = resolved.split(".")
-            if parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts):
-                self.note(node, f"uses the private {resolved} (internals of {parts[0]})")
+            self._check_dotted(node, self.resolve(dotted))
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        # "{0.__globals__}".format(f) reads attributes without an attribute node.
-        if isinstance(node.value, str) and _FORMAT_ATTRIBUTE.search(node.value):
-            self.note(node, "a format string that reads attributes")
+        # "{0.__globals__}".format(f) reads attributes without an attribute node; a string that
+        # names a forbidden attribute is how getattr(...)/format reach it.
+        if not isinstance(node.value, str):
+            return
+        if node.value in FORBIDDEN_ATTRIBUTES:
+            self.note(node, f"names the attribute {node.value}")
+            return
+        for body in _FORMAT_FIELD.findall(node.value):
+            if any(part in FORBIDDEN_ATTRIBUTES for part in re.split(r"[.\[\]!:]", body)):
+                self.note(node, "a format string that reads a forbidden attribute")
+                return
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in ("__builtins__",):
-            self.note(node, f"uses {node.id}")
+        if node.id == "__builtins__":
+            self.note(node, "uses __builtins__")
 
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2:
-            name = node.args[1]
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.note(node, f"{node.func.id}() with a computed attribute name")
-            elif name.value in FORBIDDEN_ATTRIBUTES or (
-                    name.value.startswith("__") and name.value.endswith("__") and name.value not in ALLOWED_DUNDERS):
-                self.note(node, f"{node.func.id}() of .{name.value}")
         if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
-            target = _dotted(node.args[0]) if node.args and node.func.id in ("setattr", "delattr") else ""
-            if node.func.id in ("setattr", "delattr"):
-                if self.resolve(target).split(".")[0] in self.modules | {"torch", "triton", "time", "sys", "os"}:
-                    self.note(node, f"{node.func.id} on the module {target} (monkeypatching)")
-            else:
-                self.note(node, f"calls {node.func.id}()")
+            self.note(node, f"calls {node.func.id}()")
+        if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
+            target = self.resolve(_dotted(node.args[0]))
+            if target.split(".")[0] in PATCHED_ROOTS or target in self.modules:
+                self.note(node, f"{node.func.id} on the module {target} (monkeypatching)")
         self.generic_visit(node)
 
     def _check_store(self, node: ast.AST, target: ast.expr) -> None:
@@ -213,7 +225,7 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             dotted = self.resolve(_dotted(target))
             root = dotted.split(".")[0]
-            if root in self.modules or root in ("torch", "triton", "time", "sys", "os", "math"):
+            if (root in PATCHED_ROOTS or root in self.modules) and "." in dotted:
                 self.note(node, f"assigns to {dotted} (monkeypatching a module)")
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -225,52 +237,10 @@ class _Scanner(ast.NodeVisitor):
         self._check_store(node, node.target)
         self.generic_visit(node)
 
-
-def _kernel_body_calls(tree: ast.Module, scanner: _Scanner, kernels: set[str]) -> list[str]:
-    """Calls inside ``@triton.jit`` bodies that are not Triton: the interpreter would run them as Python.
-
-    On a GPU a kernel can call only ``tl``/``triton`` functions and other ``@triton.jit``
-    functions; the CPU interpreter runs the body as Python and would execute any helper (with
-    the op trace suspended), so such calls are rejected here.
-    """
-    module_level = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                          ast.ClassDef))}
-    module_level |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
-                     if isinstance(t, ast.Name)}
-    found = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef) or function.name not in kernels:
-            continue
-        local = {a.arg for a in function.args.args + function.args.kwonlyargs}
-        local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        for call in ast.walk(function):
-            if not isinstance(call, ast.Call):
-                continue
-            root = _root_name(call.func)
-            if root is None:
-                continue  # a method of an expression's value: (a + b).to(...)
-            if scanner.resolve(root).split(".")[0] in ("triton", "math"):
-                continue
-            if isinstance(call.func, ast.Name) and (root in kernels or root in KERNEL_BUILTINS):
-                continue
-            if root in local and root not in module_level:
-                continue  # a local value or its methods: x.to(...).to(...), acc.sum(...)
-            shown = _dotted(call.func) or root
-            found.append(f"line {call.lineno}: kernel {function.name} calls {shown}(), which is not a Triton "
-                         "function (only tl.*, triton.* and @triton.jit functions run inside kernels)")
-    return found
-
-
-def _root_name(node: ast.expr) -> str | None:
-    """The name an expression starts from, through calls, attributes and subscripts."""
-    while True:
-        if isinstance(node, ast.Call):
-            node = node.func
-        elif isinstance(node, (ast.Attribute, ast.Subscript)):
-            node = node.value
-        else:
-            break
-    return node.id if isinstance(node, ast.Name) else None
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_store(node, target)
+        self.generic_visit(node)
 
 
 def inspect_source(source: str) -> StaticReport:
@@ -279,7 +249,9 @@ def inspect_source(source: str) -> StaticReport:
         tree = ast.parse(source)
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
-        return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}")
+        return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}", uses_triton=False)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return StaticReport(syntax_error=f"the source cannot be parsed: {type(exc).__name__}", uses_triton=False)
     scanner = _Scanner()
     scanner.visit(tree)
     kernels = tuple(
@@ -288,8 +260,6 @@ def inspect_source(source: str) -> StaticReport:
         if isinstance(node, ast.FunctionDef)
         and any(_is_triton_jit(scanner.resolve(_dotted(d))) for d in node.decorator_list)
     )
-    forbidden = list(scanner.found)
-    forbidden += _kernel_body_calls(tree, scanner, set(kernels))
     findings = []
     if any(isinstance(node, ast.Try) for node in ast.walk(tree)):
         findings.append("the source uses try/except; a fallback path that skips the Triton kernels "
@@ -297,6 +267,7 @@ def inspect_source(source: str) -> StaticReport:
     return StaticReport(
         defines_model_new="ModelNew" in defined_names(tree),
         triton_kernels=kernels,
-        forbidden=tuple(dict.fromkeys(forbidden)),
+        forbidden=tuple(scanner.found),
         findings=tuple(findings),
+        uses_triton=scanner.uses_triton,
     )
