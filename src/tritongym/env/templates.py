@@ -49,12 +49,12 @@ class PromptTemplates:
                 origins.append((name, "package"))
         return cls(**texts, origins=tuple(origins))
 
-    def render(self, name: str, **values: object) -> str:
-        """Fill template `name`; a placeholder without a value is an error (a template typo)."""
+    def render(self, template: str, /, **values: object) -> str:
+        """Fill `template`; a placeholder without a value is an error (a template typo)."""
         try:
-            return string.Template(getattr(self, name)).substitute(**{k: str(v) for k, v in values.items()})
+            return string.Template(getattr(self, template)).substitute(**{k: str(v) for k, v in values.items()})
         except KeyError as exc:
-            raise ValueError(f"prompt template {name!r} uses ${exc.args[0]}, which the environment does not "
+            raise ValueError(f"prompt template {template!r} uses ${exc.args[0]}, which the environment does not "
                              f"provide") from None
 
     def hashes(self) -> dict[str, str]:
