@@ -68,6 +68,12 @@ class NoticeCode(_StrEnum):
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
     PRECISION_UNCHECKED = "precision_unchecked"  # the model could not run in float64; no precision check
+    # -- GPU measurement (evaluator/measurement.py, device.py) --
+    GPU_SHARED = "gpu_shared"  # other processes hold a context on the GPU, or its compute mode is exclusive
+    REFERENCE_IEEE_FP32 = "reference_ieee_fp32"  # the reference ran with TF32 off (IEEE float32 matmul and cuDNN)
+    BASELINE_UNAVAILABLE = "baseline_unavailable"  # the torch.compile baseline was asked for but not measured
+    TIMING_TAIL_CHARGED = "timing_tail_charged"  # work ran on after the end event (side streams); it was charged
+    FLOP_FLOOR_BEATEN = "flop_floor_beaten"  # faster than the nominal matmul FLOPs allow, confirmed by the parent's clock
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,11 @@ class TimingReport:
     floor_ms: float | None = None
     bandwidth_gbps: float | None = None
     meaningful: bool = True
+    # -- GPU measurement additions (issue 13, issue 9 item 7) --
+    baseline: str = "eager"  # what reference_median_ms times: the eager Model, or torch.compile(Model)
+    compile_reference_median_ms: float | None = None  # torch.compile(Model), when baseline is compile or both
+    flop_floor_ms: float | None = None  # nominal dense-matmul FLOPs at the measured half-precision GEMM rate
+    charged_reps: int = 0  # candidate repetitions whose tail after the end event was charged (side streams)
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,7 @@ class EvalResult:
     torch_compute_ops: list[str] = field(default_factory=list)
     reference_compute_ops: list[str] = field(default_factory=list)
     speedup: float | None = None
+    speedup_vs_compile: float | None = None  # against torch.compile(Model); baseline compile or both, GPU only
     timing: TimingReport | None = None
     coverage: float | None = None
     trials: list[TrialReport] = field(default_factory=list)
@@ -201,6 +213,7 @@ class EvalResult:
             torch_compute_ops=list(data.get("torch_compute_ops", [])),
             reference_compute_ops=list(data.get("reference_compute_ops", [])),
             speedup=data.get("speedup"),
+            speedup_vs_compile=data.get("speedup_vs_compile"),
             timing=TimingReport(**timing) if timing else None,
             coverage=data.get("coverage"),
             trials=[TrialReport(**t) for t in data.get("trials", [])],
