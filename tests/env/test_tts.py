@@ -100,3 +100,21 @@ def test_failing_endpoint_leaves_the_trajectory_unfinished_and_a_rerun_finishes_
     assert evaluator.calls.count("wrong\n") == 1  # the journaled turn was not evaluated again
     (trajectory,) = read(tmp_path / "run" / "trajectories.jsonl")
     assert [t["status"] for t in trajectory["turns"]] == ["incorrect", "ok"]
+
+
+def test_an_evaluator_failure_stops_only_its_own_trajectory(tmp_path):
+    from tritongym.errors import EvaluatorError
+
+    def evaluate(problem, code):
+        if problem.name == "01_scaled_add":
+            raise EvaluatorError("the candidate worker could not start")
+        return SpeedEvaluator()(problem, code)
+
+    script = {name: [[Reply(code("speed=1.1"))], [Reply(code("speed=1.2"))]]
+              for name in ("01_scaled_add", "02_leaky_relu")}
+    with ScriptedChatServer(script) as server:
+        cfg = config(server, tmp_path / "run", only=["01_scaled_add", "02_leaky_relu"])
+        summary = run_agent(cfg, evaluator=CallableEvaluator(evaluate), progress=False)
+    assert (summary["finished"], summary["failed"]) == (1, 1)
+    assert "could not start" in summary["errors"][0]
+    assert [t["problem"] for t in read(tmp_path / "run" / "trajectories.jsonl")] == ["02_leaky_relu"]

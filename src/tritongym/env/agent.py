@@ -22,6 +22,7 @@ from tritongym.env.client import ChatClient, ChatError
 from tritongym.env.core import KernelEnv, Turn
 from tritongym.env.evaluators import Evaluator, PoolEvaluator, options_to_dict
 from tritongym.env.store import TrajectoryStore, trajectory_key
+from tritongym.errors import TritongymError
 
 if TYPE_CHECKING:
     from tritongym.evaluator import EvalOptions
@@ -197,7 +198,7 @@ class AgentRunner:
                     try:
                         await self._trajectory(client, problem, sample, journal.get(key, []))
                         counts["finished"] += 1
-                    except ChatError as exc:
+                    except (ChatError, TritongymError) as exc:  # this trajectory only; the others go on
                         counts["failed"] += 1
                         self.errors.append(f"{key}: {exc}")
                         self._bar.write(f"tritongym agent: {key} left unfinished (re-run to resume): {exc}",
