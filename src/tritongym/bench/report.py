@@ -129,14 +129,34 @@ def _plots(summary: dict[str, Any], other: dict[str, Any] | None, out: Path) -> 
     return written
 
 
+def _provenance_line(prov: dict[str, Any]) -> str:
+    """One sentence naming the model, versions, device and run settings that are recorded."""
+    parts = []
+    if prov.get("model"):
+        parts.append(f"model `{prov['model']}`")
+    if prov.get("device"):
+        parts.append(f"device {prov['device']}" + (f" ({prov['device_name']})" if prov.get("device_name") else ""))
+    parts += [f"{name} {prov[name]}" for name in ("tritongym", "torch", "triton") if prov.get(name)]
+    feedback = prov.get("feedback")
+    if isinstance(feedback, dict):
+        parts.append(f"feedback {feedback.get('level')} ({feedback.get('max_chars')} chars)")
+    if prov.get("history"):
+        parts.append(f"history `{prov['history']}`")
+    tts = prov.get("tts")
+    if isinstance(tts, dict):
+        parts.append(f"{tts.get('mode')} TTS: {tts.get('turns')} turns × {tts.get('iterations')} iterations, "
+                     f"keep {tts.get('keep_best')}, {tts.get('evaluation_budget')} evaluations per trajectory")
+    sampling = prov.get("sampling")
+    if isinstance(sampling, dict):
+        parts.append(", ".join(f"{k} {v}" for k, v in sampling.items() if v is not None))
+    return ("Run: " + "; ".join(p for p in parts if p) + ".") if parts else ""
+
+
 def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[Path], title: str) -> str:
     lines = [f"# {title}", "", f"{summary['tasks']} tasks, {summary['trajectories']} trajectories "
              f"(samples per task: {', '.join(map(str, summary['samples_per_task']))}).", ""]
     if summary.get("provenance"):
-        prov = summary["provenance"]
-        lines += [f"Model `{prov.get('model')}`, device {prov.get('device')}, tritongym {prov.get('tritongym')}, "
-                  f"torch {prov.get('torch')}, triton {prov.get('triton')}; feedback {prov.get('feedback')}, "
-                  f"history `{prov.get('history')}`, TTS {prov.get('tts')}.", ""]
+        lines += [_provenance_line(summary["provenance"]), ""]
     corr = summary["correctness"]
     lines += ["| metric | value | 95% CI |", "|---|---|---|",
               f"| correctness | {_pct(corr['value'])} | {_ci(corr['ci95']).strip()} |"]
