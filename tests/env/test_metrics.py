@@ -103,3 +103,21 @@ def test_run_to_run_diff():
     assert diff["correctness_delta"]["value"] == pytest.approx(0.0)
     assert diff["only_current"] == ["builtin/z"]
     assert "fast_p_delta" not in diff
+
+
+def test_a_compile_baseline_run_reports_its_speedups_against_torch_compile():
+    runs = gpu_run()
+    for traj in runs:
+        traj["provenance"]["evaluator_options"] = {"baseline": "compile"}
+    summary = metrics.summarize(runs)
+    assert summary["baseline"] == "compile" and summary["vs_eager"] is None
+    assert summary["vs_compile"]["fast_p"]["1.2"]["value"] == 0.25
+
+
+def test_both_baselines_report_compile_speedups_beside_eager():
+    runs = [trajectory("a", [turn(0, "ok", 2.0, compile_speedup=1.3)]),
+            trajectory("b", [turn(0, "ok", 1.5, compile_speedup=0.9)])]
+    summary = metrics.summarize(runs)
+    assert summary["vs_eager"]["fast_p"]["1.2"]["value"] == 1.0
+    assert summary["vs_compile"]["fast_p"]["1.2"]["value"] == 0.5
+    assert summary["vs_compile"]["geomean_speedup_correct"]["value"] == pytest.approx(math.sqrt(1.3 * 0.9))

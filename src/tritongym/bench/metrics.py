@@ -8,8 +8,8 @@ samples' values, so every task weighs the same; confidence intervals resample ta
   final kernel is correct **and** has speedup **> p** (strict); incorrect kernels count as
   failures, never as speedup 0 in an average. Reported for p ∈ {0, 1, 1.2, 1.5, 2} against the
   eager PyTorch reference (``speedup``) and, when measured, against ``torch.compile``
-  (``speedup_vs_compile``). Dr.Kernel reports ``Fast@p`` with ≥ instead of >; see
-  docs/environment.md.
+  (``speedup_vs_compile``; or ``speedup`` itself when the run used ``baseline="compile"``).
+  Dr.Kernel reports ``Fast@p`` with ≥ instead of >; see docs/environment.md.
 * **geometric-mean speedup** over correct tasks: exp(mean(log speedup)) over the correct
   trajectories with a measured speedup (KernelBench's ``geometric_mean_speed_ratio_correct_only``).
 * **95 % confidence intervals**: percentile bootstrap over tasks (2,000 resamples, fixed seed).
@@ -150,6 +150,16 @@ def _speed_metrics(groups: list[list[dict[str, Any]]], key: str, bootstrap: bool
     return out
 
 
+def speedup_baseline(trajectories: Sequence[dict[str, Any]]) -> str:
+    """What ``speedup`` is measured against in a run: ``eager`` (default), or ``compile`` when the
+    evaluator ran with ``baseline="compile"`` (read from the provenance's evaluator options)."""
+    for traj in trajectories:
+        options = (traj.get("provenance") or {}).get("evaluator_options") or {}
+        if options.get("baseline"):
+            return "compile" if options["baseline"] == "compile" else "eager"
+    return "eager"
+
+
 def summarize(trajectories: Sequence[dict[str, Any]], *, bootstrap: bool = True) -> dict[str, Any]:
     """Every metric of a run (see the module docstring), JSON-ready."""
     trajectories = list(trajectories)
@@ -161,9 +171,14 @@ def summarize(trajectories: Sequence[dict[str, Any]], *, bootstrap: bool = True)
         "correctness": {"value": task_mean(correct_groups),
                         "ci95": bootstrap_ci(correct_groups, _rate_stat) if bootstrap else None},
         "speed_measured": any(f["speedup"] is not None for g in finals for f in g),
-        "vs_eager": _speed_metrics(finals, "speedup", bootstrap),
-        "vs_compile": _speed_metrics(finals, "speedup_vs_compile", bootstrap),
+        "baseline": speedup_baseline(trajectories),
     }
+    if summary["baseline"] == "compile":  # `speedup` itself is against torch.compile(Model)
+        summary["vs_eager"] = None
+        summary["vs_compile"] = _speed_metrics(finals, "speedup", bootstrap)
+    else:
+        summary["vs_eager"] = _speed_metrics(finals, "speedup", bootstrap)
+        summary["vs_compile"] = _speed_metrics(finals, "speedup_vs_compile", bootstrap)
     summary["per_turn"] = per_turn(trajectories)
     summary["winners_curse"] = winners_curse(trajectories)
     return summary
