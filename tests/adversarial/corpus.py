@@ -4,7 +4,7 @@ Each file in ``cases/`` is one candidate solution (pygpubench's ``submission_<te
 idea) whose module docstring is a header, one ``Key: value`` per line, in this order::
 
     Case: A1-torch-fallback
-    Family: not_triton | semantic | caching | harness | timing | precision | control
+    Family: not_triton | host | semantic | caching | harness | timing | precision | control
     Problem: builtin/02_leaky_relu        (or adversarial/<stem> for tests/adversarial/problems/)
     Attack surface: what it targets
     Strategy: how it cheats, one or two sentences
@@ -45,7 +45,7 @@ REQUIRED_KEYS = (
     "Expected violation", "Options", "Device",
 )
 OPTIONAL_KEYS = ("Known gap",)
-FAMILIES = ("not_triton", "semantic", "caching", "harness", "timing", "precision", "control")
+FAMILIES = ("not_triton", "host", "semantic", "caching", "harness", "timing", "precision", "control")
 DEVICES = ("cpu", "gpu")
 NOT_OK = "not ok"
 _CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")

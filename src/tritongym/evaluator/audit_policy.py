@@ -70,7 +70,7 @@ REFUSED_PREFIXES = ("ctypes.", "socket.", "_ctypes.")
 
 
 #: The harness's evidence modules: when they read a kernel's code they act for themselves.
-HARNESS_MODULES = ("kernels.py", "launches.py", "optrace.py", "hostread.py")
+HARNESS_MODULES = ("kernels.py", "launches.py", "optrace.py")
 #: Events that only look at code or frames; every other refused event does something.
 INTROSPECTION_EVENTS = frozenset({"object.__getattr__", "object.__setattr__", "sys._getframe", "exec", "compile",
                                   "sys._current_frames", "sys._current_exceptions"})

@@ -57,6 +57,20 @@ NON_COMPUTE_OPS = frozenset(
     )
 )
 
+#: Ops whose output holds no values of their arguments (allocations "like" an input, fills,
+#: random and index factories): their results are not input-derived data.
+_FRESH_OPS = frozenset(
+    "aten::" + name
+    for name in (
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "zeros",
+        "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill",
+        "fill_", "zero", "zero_", "scalar_tensor", "rand", "randn", "randint", "rand_like", "randn_like",
+        "randint_like", "randperm", "normal", "normal_", "uniform", "uniform_", "bernoulli", "bernoulli_",
+        "arange", "linspace", "logspace", "eye", "size", "stride", "sym_size", "sym_stride", "sym_numel",
+        "numel", "dim", "is_contiguous", "is_same_size",
+    )
+)
+
 # Different spellings of the same heavy computation: a candidate that calls torch.mm where the
 # reference runs addmm still falls back to PyTorch for the matmul. Read-only: a candidate that
 # imports this module cannot empty it (harness tables are immutable; rebinding the name is caught
@@ -131,12 +145,13 @@ class Attribution:
     Walks from the innermost Python frame outwards. The solution file decides "candidate";
     Triton's runtime and language packages decide "triton" (the interpreter copying arguments,
     the launcher reading pointers); the evidence code itself (this module, the launch hook, the
-    host-read trace) decides "harness"; every other frame (torch, the standard library, numpy,
+    kernel checks) decides "harness"; every other frame (the host-read trace's handler included:
+    it sits between the candidate and every torch call it makes) (torch, the standard library, numpy,
     other libraries) is looked through. A walk that finds none of them is "other".
     """
 
     #: The harness's evidence modules (their own bookkeeping inside a traced call is not work).
-    HARNESS_MODULES = ("optrace.py", "hostread.py", "launches.py", "kernels.py")
+    HARNESS_MODULES = ("optrace.py", "launches.py", "kernels.py")
 
     def __init__(self, candidate_file: str) -> None:
         self.candidate = os.path.realpath(candidate_file)
@@ -201,7 +216,9 @@ class DataFlow:
         self.protected: set[int] = {storage_key(t) for t in protected}
         self.kernel_written: set[int] = set()
 
-    def after_op(self, args: Any, kwargs: Any, out: Any) -> None:
+    def after_op(self, args: Any, kwargs: Any, out: Any, name: str = "") -> None:
+        if name in _FRESH_OPS:
+            return
         sources = {storage_key(t) for t in _tensors(args, _tensors(kwargs, []))}
         if not sources:
             return
@@ -225,19 +242,17 @@ class DataFlow:
         return storage_key(tensor) in self.kernel_written
 
 
-def _output_elements(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel()
-    if isinstance(value, (list, tuple)):
-        return sum(_output_elements(v) for v in value)
-    return 0
+def _input_elements(args: Any, kwargs: Any) -> int:
+    """Elements an op reads: the numel of every tensor argument (scalars count nothing)."""
+    return sum(t.numel() for t in _tensors(args, _tensors(kwargs, [])))
 
 
 class OpTrace(TorchDispatchMode):
     """Counts every dispatched op while active; `compute_ops()` lists the arithmetic ones.
 
     It also measures how much work those compute ops did: `compute_elements`, the elements
-    their outputs hold, and `compute_flops`, the FLOPs of matmul/convolution/attention ops by
+    they read (their tensor arguments; a reduction over per-row partial results reads little, an
+    elementwise op over the input reads all of it), and `compute_flops`, the FLOPs of matmul/convolution/attention ops by
     torch's flop counter formulas. The parent compares both with the reference's.
     """
 
@@ -264,7 +279,7 @@ class OpTrace(TorchDispatchMode):
         name = op_name(func)
         out = func(*args, **kwargs)
         if self.flow is not None:
-            self.flow.after_op(args, kwargs, out)
+            self.flow.after_op(args, kwargs, out, name)
         if self.attribution is not None and self.attribution.who(2) != "candidate":
             return out
         self.counts[name] += 1
@@ -272,7 +287,7 @@ class OpTrace(TorchDispatchMode):
             self._note_transfer(args, out)
         if is_compute(func):
             self.compute.setdefault(name, None)
-            self.compute_elements += _output_elements(out)
+            self.compute_elements += _input_elements(args, kwargs)
             formula = self._flops.get(getattr(func, "overloadpacket", None))
             if formula is not None:
                 try:
@@ -303,9 +318,9 @@ def untraced() -> Iterator[None]:
 def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]) -> str | None:
     """Why the candidate's PyTorch ops did the reference's work, or None.
 
-    ``work = (elements, flops)``. A fallback when the PyTorch ops produced at least as many
-    elements as the whole reference computation does, or at least half its matmul/convolution
-    FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as a broadcast multiply and sum, or
+    ``work = (elements, flops)``, elements being what compute ops read. A fallback when the
+    PyTorch ops read at least as many elements as the whole reference computation does, or at
+    least half its matmul/convolution FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as a broadcast multiply and sum, or
     keeping the GEMM in PyTorch and writing only the epilogue in Triton.
     """
     elements, flops = candidate_work
@@ -313,7 +328,7 @@ def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]
     if ref_flops > 0 and flops >= 0.5 * ref_flops:
         return f"{flops:.3g} of the reference's {ref_flops:.3g} matmul/convolution FLOPs ran in PyTorch"
     if ref_elements > 0 and elements >= ref_elements:
-        return (f"PyTorch compute ops produced {elements} elements, as many as the reference's whole "
+        return (f"PyTorch compute ops read {elements} elements, as many as the reference's whole "
                 f"computation ({ref_elements})")
     return None
 

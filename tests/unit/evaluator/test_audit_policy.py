@@ -64,7 +64,13 @@ def test_honest_imports_and_torch_calls_are_allowed(tmp_path):
     ("import inspect\nRESULT = inspect.currentframe()", "sys._getframe"),
     ("def gen():\n    yield 1\nRESULT = str(gen().gi_frame)", "object.__getattr__ gi_frame"),
     ("exec('RESULT = 1')", "compile <string>"),
-    ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__", "object.__setattr__ __code__"),
+    ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__", "object.__getattr__ __code__"),
+    ("def f(a=1):\n    return a\nf.__defaults__ = (2,)", "object.__setattr__ __defaults__"),
+    ("def f(a=1):\n    return a\nRESULT = f.__defaults__", "object.__getattr__ __defaults__"),
+    # A library called by the candidate acts for it (the red team's numpy DataSource opened
+    # /proc/self/mem this way): the policy looks through it.
+    ("import numpy\nRESULT = numpy.lib.npyio.DataSource(None).open('/etc/hostname').read()",
+     "open /etc/hostname"),
     ("RESULT = __loader__.get_data('/etc/hostname')", "open /etc/hostname"),
     ("import os\nos.kill(os.getpid(), 0)", "os.kill"),
     ("import os\nRESULT = os.fork()", "os.fork"),
