@@ -44,7 +44,7 @@ class ScriptedChatServer:
                 if reply.delay:
                     server._stop.wait(reply.delay)
                 if reply.status != 200:
-                    payload = json.dumps({"error": {"message": "scripted failure"}}).encode()
+                    payload = json.dumps({"error": {"message": reply.content or "scripted failure"}}).encode()
                 else:
                     payload = json.dumps({
                         "id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],

@@ -118,3 +118,16 @@ def test_an_evaluator_failure_stops_only_its_own_trajectory(tmp_path):
     assert (summary["finished"], summary["failed"]) == (1, 1)
     assert "could not start" in summary["errors"][0]
     assert [t["problem"] for t in read(tmp_path / "run" / "trajectories.jsonl")] == ["02_leaky_relu"]
+
+
+def test_a_prompt_over_the_context_length_ends_the_trajectory(tmp_path):
+    too_long = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+    script = {"02_leaky_relu": [[Reply(code("speed=1.1"))], [Reply(too_long, status=400)]]}
+    with ScriptedChatServer(script) as server:
+        cfg = config(server, tmp_path / "run", turns=3)
+        summary = run_agent(cfg, evaluator=CallableEvaluator(SpeedEvaluator()), progress=False)
+        assert (summary["finished"], summary["failed"]) == (1, 0)
+        assert len(server.requests("02_leaky_relu", 1)) == 1
+    (trajectory,) = read(tmp_path / "run" / "trajectories.jsonl")
+    assert trajectory["stop_reason"] == "context_length" and len(trajectory["turns"]) == 1
+    assert trajectory["recheck"]["selection"]["speedup"] == 1.1

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from tritongym.env.client import ChatClient, ChatError
+from tritongym.env.client import ChatClient, ChatError, ContextLengthError
 from tritongym.env.core import KernelEnv, Turn
 from tritongym.env.evaluators import Evaluator, PoolEvaluator, options_to_dict
 from tritongym.env.store import TrajectoryStore, trajectory_key
@@ -219,11 +219,19 @@ class AgentRunner:
         last = turns[-1] if turns else None
         ended = bool(turns) and (len(turns) >= env.turn_budget or (
             last.result is not None and env.success is not None and env.success(last.result)))
+        stop_reason = "success" if ended and len(turns) < env.turn_budget else "budget"
         if not ended:
             observation, _ = env.reset(options={"problem": problem, "turns": turns})
             while True:
                 turn_started = time.monotonic()
-                reply = await client.complete(observation, **config.sampling())
+                try:
+                    reply = await client.complete(observation, **config.sampling())
+                except ContextLengthError:
+                    # The conversation no longer fits the model: the trajectory ends here (Dr.Kernel's
+                    # LENGTH finish); a re-run would fail the same way.
+                    stop_reason = "context_length"
+                    self._bar.update(env.turn_budget - len(records))
+                    break
                 generation_s = time.monotonic() - turn_started
                 next_observation, _, terminated, truncated, info = await env.astep(reply.content)
                 record = _turn_record(env.turns[-1], observation, reply, info, generation_s,
@@ -233,6 +241,7 @@ class AgentRunner:
                 self._bar.update(1)
                 observation = next_observation
                 if terminated or truncated:
+                    stop_reason = "success" if terminated else "budget"
                     self._bar.update(env.turn_budget - len(records))
                     break
             turns = env.turns
@@ -252,7 +261,8 @@ class AgentRunner:
         self.store.append_trajectory({
             "problem": problem.name, "problem_id": problem.problem_id, "level": problem.level,
             "problem_hash": problem.content_hash, "sample": sample, "mode": config.tts,
-            "turn_budget": env.turn_budget, "turns": records, "best_turn": best.turn if best else None,
+            "turn_budget": env.turn_budget, "stop_reason": stop_reason, "turns": records,
+            "best_turn": best.turn if best else None,
             "best_reward": best.reward if best else 0.0, "recheck": recheck,
             "resumed_from_turn": len(journaled) if journaled else None,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

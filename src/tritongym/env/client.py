@@ -22,6 +22,15 @@ class ChatError(RuntimeError):
     """The endpoint did not produce a reply (after retries, or a non-retryable error)."""
 
 
+class ContextLengthError(ChatError):
+    """The prompt (plus max_tokens) exceeds the model's context: the trajectory cannot go on."""
+
+
+# How vLLM, SGLang and OpenAI word a 400 for an over-long prompt.
+_CONTEXT_MARKERS = ("context length", "context_length", "maximum context", "context window", "prompt is too long",
+                    "too many tokens")
+
+
 @dataclass
 class ChatReply:
     """One completion: the text, optional separate reasoning, token usage and request statistics."""
@@ -92,6 +101,8 @@ class ChatClient:
                 if response.status_code == 200:
                     return self._parse(response, attempt + 1, time.monotonic() - started)
                 last_error = f"HTTP {response.status_code}: {response.text[:300]}"
+                if response.status_code == 400 and any(m in response.text.lower() for m in _CONTEXT_MARKERS):
+                    raise ContextLengthError(f"{self.url}: {last_error}")
                 if response.status_code not in RETRY_STATUSES:
                     raise ChatError(f"{self.url}: {last_error}")
                 retry_after = response.headers.get("retry-after")
