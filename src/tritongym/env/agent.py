@@ -79,9 +79,10 @@ class AgentConfig:
         return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
 
     def settings(self) -> dict[str, Any]:
-        """What must not change between a run and its resumption (no secrets, no concurrency)."""
+        """What must not change between a run and its resumption (no secrets, no concurrency, not the
+        endpoint's address: a restarted server on another port serves the same model)."""
         data = asdict(self)
-        for volatile in ("api_key", "out", "concurrency", "request_timeout", "max_retries", "backoff",
+        for volatile in ("api_key", "base_url", "out", "concurrency", "request_timeout", "max_retries", "backoff",
                          "eval_workers"):
             data.pop(volatile)
         return data
