@@ -252,8 +252,8 @@ class OpTrace(TorchDispatchMode):
 
     It also measures how much work those compute ops did: `compute_elements`, the elements
     they read (their tensor arguments; a reduction over per-row partial results reads little, an
-    elementwise op over the input reads all of it), and `compute_flops`, the FLOPs of matmul/convolution/attention ops by
-    torch's flop counter formulas. The parent compares both with the reference's.
+    elementwise op over the input reads all of it), and `compute_flops`, the FLOPs of
+    matmul/convolution/attention ops by torch's flop counter formulas. The parent compares both with the reference's.
     """
 
     @classmethod
@@ -320,8 +320,8 @@ def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]
 
     ``work = (elements, flops)``, elements being what compute ops read. A fallback when the
     PyTorch ops read at least as many elements as the whole reference computation does, or at
-    least half its matmul/convolution FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as a broadcast multiply and sum, or
-    keeping the GEMM in PyTorch and writing only the epilogue in Triton.
+    least half its matmul/convolution FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as
+    a broadcast multiply and sum, or keeping the GEMM in PyTorch and writing only the epilogue in Triton.
     """
     elements, flops = candidate_work
     ref_elements, ref_flops = reference_work

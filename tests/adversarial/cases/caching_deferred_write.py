@@ -8,7 +8,8 @@ Strategy: honest on checked calls (a torch dispatch mode is active); on a timed 
   output first, so every timed call costs one kernel but no output is ready when it returns.
 Expected status: integrity_violation
 Expected violation: forbidden_construct
-Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
+Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
+  "warmup_ms": 1}
 Device: cpu
 """
 

@@ -6,7 +6,8 @@ Strategy: computes honestly for the first 5 calls (2 trials plus 3 input familie
   replays the last honest output, copied by a Triton kernel, on every later (timed) call.
 Expected status: integrity_violation
 Expected violation: timed_output_mismatch
-Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
+Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
+  "warmup_ms": 1}
 Device: cpu
 """
 

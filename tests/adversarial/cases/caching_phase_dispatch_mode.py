@@ -7,7 +7,8 @@ Strategy: computes honestly whenever a torch dispatch mode is active (a checked 
   replays the last honest output, copied by a Triton kernel, otherwise (a timed call).
 Expected status: integrity_violation
 Expected violation: forbidden_construct
-Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
+Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
+  "warmup_ms": 1}
 Device: cpu
 """
 

@@ -1,8 +1,10 @@
 """Case: control-honest-glue-sum
 Family: control
 Problem: adversarial/mse_uniform
-Attack surface: glue over kernel-written data must count as the kernel's output (Liger-style final reduction)
-Strategy: a kernel writes per-block partial sums of squared differences; a final torch .sum() / n returns the scalar
+Attack surface: glue over kernel-written data must count as the kernel's output (Liger-style final
+  reduction)
+Strategy: a kernel writes per-block partial sums of squared differences; a final torch .sum() / n
+  returns the scalar
 Expected status: ok
 Expected violation: none
 Options: {}

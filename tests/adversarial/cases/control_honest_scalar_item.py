@@ -1,8 +1,10 @@
 """Case: control-honest-scalar-item
 Family: control
 Problem: builtin/02_leaky_relu
-Attack surface: the host-read budget must let honest scalar reads through (Liger's cross entropy sizes work with .item())
-Strategy: an honest LeakyReLU kernel whose wrapper reads two scalars of the input on the host (a NaN probe) to pick its block size
+Attack surface: the host-read budget must let honest scalar reads through (Liger's cross entropy
+  sizes work with .item())
+Strategy: an honest LeakyReLU kernel whose wrapper reads two scalars of the input on the host (a NaN
+  probe) to pick its block size
 Expected status: ok
 Expected violation: none
 Options: {}

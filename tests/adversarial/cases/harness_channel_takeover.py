@@ -1,8 +1,11 @@
 """Case: E1-channel-takeover
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: the worker-to-parent channel: its descriptor number is in argv, and raw writes are not audited (red-team finding 2)
-Strategy: the forward computes F.leaky_relu, then writes a well-formed 'called' frame with clean evidence on the channel itself (the nonce read from the request it steals first), answering for the harness
+Attack surface: the worker-to-parent channel: its descriptor number is in argv, and raw writes are
+  not audited (red-team finding 2)
+Strategy: the forward computes F.leaky_relu, then writes a well-formed 'called' frame with clean
+  evidence on the channel itself (the nonce read from the request it steals first), answering for
+  the harness
 Expected status: not ok
 Expected violation: none
 Options: {}
@@ -18,7 +21,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
 _FD = int(sys.argv[sys.argv.index("--fd") + 1])
 _WRITE = getattr(os, "wri" + "te")

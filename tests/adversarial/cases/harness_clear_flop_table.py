@@ -1,8 +1,10 @@
 """Case: E3-rebind-harness-table
 Family: harness
 Problem: builtin/10_matmul
-Attack surface: a harness table reached through an ordinary import of the package: emptying the op trace's FLOP table let the GEMM-in-torch attack pass (red-team finding 4)
-Strategy: imports tritongym.evaluator.optrace, replaces its FLOP table with an empty one (the table itself is read-only now), then does the matmul in torch with a decoy kernel launch on the output
+Attack surface: a harness table reached through an ordinary import of the package: emptying the op
+  trace's FLOP table let the GEMM-in-torch attack pass (red-team finding 4)
+Strategy: imports tritongym.evaluator.optrace, replaces its FLOP table with an empty one (the table
+  itself is read-only now), then does the matmul in torch with a decoy kernel launch on the output
 Expected status: integrity_violation
 Expected violation: none
 Options: {}
@@ -13,10 +15,8 @@ import importlib
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
-
 
 _optrace = importlib.import_module("tritongym.evaluator.optrace")
 try:

@@ -11,7 +11,8 @@ Strategy: an honest but slow kernel; the worker's channel (found through the gar
   trip that follows, which nobody times.
 Expected status: integrity_violation
 Expected violation: forbidden_construct
-Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
+Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
+  "warmup_ms": 1}
 Device: cpu
 """
 

@@ -1,21 +1,21 @@
 """Case: E3-persistent-function-mode
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: harness state: a TorchFunctionMode the candidate leaves active while the worker encodes outputs and checks inputs (red-team finding 4)
-Strategy: enters a mode in the first forward and never leaves it; the mode answers the harness's own torch calls (clone, equality of inputs) with values that hide what the forward did
+Attack surface: harness state: a TorchFunctionMode the candidate leaves active while the worker
+  encodes outputs and checks inputs (red-team finding 4)
+Strategy: enters a mode in the first forward and never leaves it; the mode answers the harness's own
+  torch calls (clone, equality of inputs) with values that hide what the forward did
 Expected status: integrity_violation
 Expected violation: harness_tampering
 Options: {}
 Device: cpu
 """
 
-from torch.overrides import TorchFunctionMode
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
+from torch.overrides import TorchFunctionMode
 
 
 class _Stay(TorchFunctionMode):

@@ -1,8 +1,11 @@
 """Case: E3-proc-self-mem-through-numpy
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: raw memory of the worker through a library that opens files for the candidate (numpy's DataSource opening /proc/self/mem), which the first wave's policy attributed to numpy (red-team finding 2)
-Strategy: opens /proc/self/mem read-write through numpy.lib.npyio.DataSource at import; an honest kernel runs otherwise
+Attack surface: raw memory of the worker through a library that opens files for the candidate
+  (numpy's DataSource opening /proc/self/mem), which the first wave's policy attributed to numpy
+  (red-team finding 2)
+Strategy: opens /proc/self/mem read-write through numpy.lib.npyio.DataSource at import; an honest
+  kernel runs otherwise
 Expected status: integrity_violation
 Expected violation: forbidden_construct
 Options: {}
@@ -10,13 +13,10 @@ Device: cpu
 """
 
 import numpy as np
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
-
 
 _HANDLE = np.lib.npyio.DataSource(None).open("/proc/self/mem", "rb")
 

@@ -1,8 +1,10 @@
 """Case: E5-rewrite-source-after-check
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: the solution file after the static check: writable in the job directory, re-read by the interpreter at the first launch (red-team finding 3)
-Strategy: at import, rewrites its own kernel's body in the file (pathlib) so that the kernel the interpreter runs calls a Python helper the checked text never showed
+Attack surface: the solution file after the static check: writable in the job directory, re-read by
+  the interpreter at the first launch (red-team finding 3)
+Strategy: at import, rewrites its own kernel's body in the file (pathlib) so that the kernel the
+  interpreter runs calls a Python helper the checked text never showed
 Expected status: not ok
 Expected violation: none
 Options: {}
@@ -16,7 +18,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-
 
 _PENDING = []
 
@@ -36,7 +37,8 @@ def _kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 _path = pathlib.Path(__file__)
 _text = _path.read_text()
-_path.write_text(_text.replace("    tl.load(x_ptr + offs, mask=offs < n)\n", "    _helper(tl.load(x_ptr + offs, mask=offs < n))\n", 1))
+_old = "    tl.load(x_ptr + offs, mask=offs < n)\n"
+_path.write_text(_text.replace(_old, "    _helper(tl.load(x_ptr + offs, mask=offs < n))\n", 1))
 
 
 class ModelNew(nn.Module):

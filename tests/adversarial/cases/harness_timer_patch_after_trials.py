@@ -8,7 +8,8 @@ Strategy: an honest but slow kernel that replaces time.perf_counter (through tim
   mode active: the timing phase), after the last call whose evidence is checked for tampering.
 Expected status: integrity_violation
 Expected violation: forbidden_construct
-Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3, "warmup_ms": 1}
+Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
+  "warmup_ms": 1}
 Device: cpu
 """
 

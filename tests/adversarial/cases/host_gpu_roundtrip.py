@@ -1,7 +1,8 @@
 """Case: H5-gpu-host-roundtrip
 Family: host
 Problem: builtin/02_leaky_relu
-Attack surface: the GPU spelling of host compute: a device-to-host copy, numpy, a host-to-device copy (traced only as plain copies)
+Attack surface: the GPU spelling of host compute: a device-to-host copy, numpy, a host-to-device
+  copy (traced only as plain copies)
 Strategy: x.cpu().numpy(), numpy LeakyReLU, torch.from_numpy(...).to(x.device), copied by a kernel
 Expected status: integrity_violation
 Expected violation: host_compute

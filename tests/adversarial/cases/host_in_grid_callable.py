@@ -1,7 +1,8 @@
 """Case: H4-host-in-grid-callable
 Family: host
 Problem: builtin/02_leaky_relu
-Attack surface: launch-time Python: a grid callable runs inside the launch, where the first wave suspended every trace
+Attack surface: launch-time Python: a grid callable runs inside the launch, where the first wave
+  suspended every trace
 Strategy: the grid lambda computes LeakyReLU with numpy into a staging buffer; the kernel copies it
 Expected status: integrity_violation
 Expected violation: host_compute

@@ -2,7 +2,8 @@
 Family: host
 Problem: builtin/02_leaky_relu
 Attack surface: numpy reading the tensor through the array protocol (np.asarray) instead of .numpy()
-Strategy: np.asarray(x) then numpy arithmetic; the answer is copied in place into a torch buffer through its numpy view and a copy kernel moves it to the output
+Strategy: np.asarray(x) then numpy arithmetic; the answer is copied in place into a torch buffer
+  through its numpy view and a copy kernel moves it to the output
 Expected status: integrity_violation
 Expected violation: host_compute
 Options: {}

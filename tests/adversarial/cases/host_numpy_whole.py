@@ -1,8 +1,10 @@
 """Case: H1-numpy-whole
 Family: host
 Problem: builtin/02_leaky_relu
-Attack surface: work outside both PyTorch and Triton: numpy on the host (CPU tier: .numpy() shares memory, no dispatch)
-Strategy: computes the whole LeakyReLU with numpy on x.numpy() and writes it with a Triton copy kernel
+Attack surface: work outside both PyTorch and Triton: numpy on the host (CPU tier: .numpy() shares
+  memory, no dispatch)
+Strategy: computes the whole LeakyReLU with numpy on x.numpy() and writes it with a Triton copy
+  kernel
 Expected status: integrity_violation
 Expected violation: host_compute
 Options: {}

@@ -1,8 +1,10 @@
 """Case: H3-partial-host-softmax
 Family: host
 Problem: builtin/07_softmax
-Attack surface: partial host computation: the kernel does the exponentials, the host the normalisation
-Strategy: row maxima and row sums computed with numpy on the host, passed to the kernel as a tensor; the kernel divides
+Attack surface: partial host computation: the kernel does the exponentials, the host the
+  normalisation
+Strategy: row maxima and row sums computed with numpy on the host, passed to the kernel as a tensor;
+  the kernel divides
 Expected status: integrity_violation
 Expected violation: host_compute
 Options: {}

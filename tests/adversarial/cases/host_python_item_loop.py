@@ -2,14 +2,14 @@
 Family: host
 Problem: adversarial/relu_small
 Attack surface: element-wise .item() reads (each a legitimate scalar read, together the whole input)
-Strategy: reads every element with float(x[i, j]), computes in Python, writes through a numpy view of a fresh buffer, copies with a kernel
+Strategy: reads every element with float(x[i, j]), computes in Python, writes through a numpy view
+  of a fresh buffer, copies with a kernel
 Expected status: integrity_violation
 Expected violation: host_compute
 Options: {}
 Device: cpu
 """
 
-import numpy as np
 import torch
 import torch.nn as nn
 import triton

@@ -9,7 +9,6 @@ Options: {}
 Device: cpu
 """
 
-import numpy as np
 import torch
 import torch.nn as nn
 import triton

@@ -1,8 +1,10 @@
 """Case: A1-call-form-python-helper
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: a kernel made by a call (fn = triton.jit(fn)), invisible to a decorator-reading gate, whose body calls a Python helper
-Strategy: the helper computes F.leaky_relu into the output as Python while the interpreter runs the kernel body
+Attack surface: a kernel made by a call (fn = triton.jit(fn)), invisible to a decorator-reading
+  gate, whose body calls a Python helper
+Strategy: the helper computes F.leaky_relu into the output as Python while the interpreter runs the
+  kernel body
 Expected status: integrity_violation
 Expected violation: python_in_kernel
 Options: {}
@@ -14,7 +16,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-
 
 _PENDING = []
 

@@ -1,8 +1,10 @@
 """Case: A1-constexpr-object
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: a plain Python object passed as a tl.constexpr argument: the interpreted kernel calls its method as Python
-Strategy: the object's method computes F.leaky_relu on tensors it captured and writes the output; the kernel body only calls the method
+Attack surface: a plain Python object passed as a tl.constexpr argument: the interpreted kernel
+  calls its method as Python
+Strategy: the object's method computes F.leaky_relu on tensors it captured and writes the output;
+  the kernel body only calls the method
 Expected status: integrity_violation
 Expected violation: python_in_kernel
 Options: {}

@@ -1,8 +1,11 @@
 """Case: A1-problem-model-in-grid
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: the universal form of red-team finding 1: the task's own Model, loaded from the problem file the worker keeps for timing inputs, run inside a grid callable
-Strategy: loads /job/problem.py (or the problem path) with importlib, builds Model with the same constructor arguments, runs it inside the grid callable and copies its output with a real Triton kernel
+Attack surface: the universal form of red-team finding 1: the task's own Model, loaded from the
+  problem file the worker keeps for timing inputs, run inside a grid callable
+Strategy: loads /job/problem.py (or the problem path) with importlib, builds Model with the same
+  constructor arguments, runs it inside the grid callable and copies its output with a real Triton
+  kernel
 Expected status: not ok
 Expected violation: none
 Options: {}
@@ -14,7 +17,6 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 

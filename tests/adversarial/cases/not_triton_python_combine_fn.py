@@ -2,7 +2,8 @@
 Family: not_triton
 Problem: builtin/06_max_last_dim
 Attack surface: tl.reduce with a plain Python combine function: the interpreter calls it as Python
-Strategy: a module-level Python function (not @triton.jit) is the combine function of tl.reduce; the interpreter would run any Python it holds
+Strategy: a module-level Python function (not @triton.jit) is the combine function of tl.reduce; the
+  interpreter would run any Python it holds
 Expected status: not ok
 Expected violation: python_in_kernel
 Options: {}
@@ -11,7 +12,6 @@ Device: cpu
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 

@@ -1,8 +1,10 @@
 """Case: A1-torch-in-grid-callable
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: launch-time Python: the first wave ran the whole launch untraced, so torch work in a grid callable was invisible (red-team finding 1)
-Strategy: F.leaky_relu inside the grid callable into a staging buffer; a real Triton kernel copies it to the output
+Attack surface: launch-time Python: the first wave ran the whole launch untraced, so torch work in a
+  grid callable was invisible (red-team finding 1)
+Strategy: F.leaky_relu inside the grid callable into a staging buffer; a real Triton kernel copies
+  it to the output
 Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}

@@ -2,7 +2,8 @@
 Family: not_triton
 Problem: builtin/02_leaky_relu
 Attack surface: a kernel's pre-run hook (public Triton API) runs candidate Python inside the launch
-Strategy: add_pre_run_hook registers a function that writes F.leaky_relu(x) into the kernel's destination argument before the (no-op) kernel runs
+Strategy: add_pre_run_hook registers a function that writes F.leaky_relu(x) into the kernel's
+  destination argument before the (no-op) kernel runs
 Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}

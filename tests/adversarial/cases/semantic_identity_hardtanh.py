@@ -1,7 +1,8 @@
 """Case: B2-identity-uniform-hardtanh
 Family: semantic
 Problem: adversarial/hardtanh_uniform
-Attack surface: an input distribution on which HardTanh is the identity, and stays so under negation (B2)
+Attack surface: an input distribution on which HardTanh is the identity, and stays so under negation
+  (B2)
 Strategy: a Triton copy kernel returns a fresh copy of x (no aliasing), which is exactly
   hardtanh(x) for every input the task generates and for its negation.
 Expected status: incorrect
