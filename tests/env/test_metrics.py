@@ -121,3 +121,15 @@ def test_both_baselines_report_compile_speedups_beside_eager():
     assert summary["vs_eager"]["fast_p"]["1.2"]["value"] == 1.0
     assert summary["vs_compile"]["fast_p"]["1.2"]["value"] == 0.5
     assert summary["vs_compile"]["geomean_speedup_correct"]["value"] == pytest.approx(math.sqrt(1.3 * 0.9))
+
+
+def test_violation_codes_and_per_task_rows():
+    runs = gpu_run()
+    runs[2]["turns"][1]["result"]["violations"] = [{"code": "pytorch_fallback", "message": "m"},
+                                                    {"code": "output_not_from_kernel", "message": "m"}]
+    runs[3]["turns"][0]["result"]["violations"] = [{"code": "pytorch_fallback", "message": "m"}]
+    assert metrics.violation_codes(runs) == {"pytorch_fallback": 2, "output_not_from_kernel": 1}
+    rows = {r["problem_id"]: r for r in metrics.per_task(runs)}
+    assert rows["builtin/a"] == {"problem_id": "builtin/a", "samples": 1, "correct": 1, "best_speedup": 2.0,
+                                 "rechecked": 1}
+    assert rows["builtin/c"]["correct"] == 0 and rows["builtin/c"]["best_speedup"] is None

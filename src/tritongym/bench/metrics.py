@@ -181,7 +181,30 @@ def summarize(trajectories: Sequence[dict[str, Any]], *, bootstrap: bool = True)
         summary["vs_compile"] = _speed_metrics(finals, "speedup_vs_compile", bootstrap)
     summary["per_turn"] = per_turn(trajectories)
     summary["winners_curse"] = winners_curse(trajectories)
+    summary["violation_codes"] = violation_codes(trajectories)
+    summary["per_task"] = per_task(trajectories)
     return summary
+
+
+def violation_codes(trajectories: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many evaluated turns carried each violation code, most frequent first."""
+    counts: dict[str, int] = defaultdict(int)
+    for traj in trajectories:
+        for turn in traj["turns"]:
+            for code in {v["code"] for v in (turn.get("result") or {}).get("violations", [])}:
+                counts[code] += 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def per_task(trajectories: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per task: samples, correct final kernels, and the best final speedup among them."""
+    rows = []
+    for key, groups in zip(*_keyed(trajectories), strict=True):
+        speeds = [f["speedup"] for f in groups if f["correct"] and f["speedup"] is not None]
+        rows.append({"problem_id": key, "samples": len(groups), "correct": sum(f["correct"] for f in groups),
+                     "best_speedup": max(speeds) if speeds else None,
+                     "rechecked": sum(1 for f in groups if f.get("source") == "recheck")})
+    return rows
 
 
 def per_turn(trajectories: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

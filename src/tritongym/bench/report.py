@@ -179,6 +179,13 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
                      f"{_pct(r['fast_1.2'])} | {_pct(r['best_fast_1.2'])} | {_pct(r['void_rate'])} | "
                      f"{_pct(r['violation_rate'])} | {_num(r['mean_prompt_tokens'], '.0f')} | "
                      f"{_num(r['mean_completion_tokens'], '.0f')} |")
+    if summary.get("violation_codes"):
+        lines += ["", "Integrity violations (evaluated turns carrying each code): " + ", ".join(
+            f"`{code}` {count}" for code, count in summary["violation_codes"].items()) + "."]
+    lines += ["", "## By task", "", "| task | samples | correct | best speedup | re-checked |", "|---|---|---|---|---|"]
+    for row in summary.get("per_task", []):
+        speed = "n/a" if row["best_speedup"] is None else f"{row['best_speedup']:.3g}x"
+        lines.append(f"| {row['problem_id']} | {row['samples']} | {row['correct']} | {speed} | {row['rechecked']} |")
     wc = summary["winners_curse"]
     lines += ["", "## Re-check of the selected winners", "",
               f"{wc['rechecked']} winners re-checked with a fresh evaluation (new processes, new secret seeds); "
