@@ -205,8 +205,13 @@ class _Scanner(ast.NodeVisitor):
                 return
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id == "__builtins__":
-            self.note(node, "uses __builtins__")
+        if node.id in FORBIDDEN_ATTRIBUTES:
+            self.note(node, f"uses the name {node.id}")  # e.g. a class defining __array_interface__
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name in FORBIDDEN_ATTRIBUTES:
+            self.note(node, f"defines {node.name}")
+        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:

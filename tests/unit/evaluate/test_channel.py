@@ -453,3 +453,106 @@ def test_from_fd_wraps_an_inherited_descriptor():
         channel.close()
         left.close()
     channel.close()  # closing twice is harmless
+
+
+# -- frames a compromised worker writes itself (red-team findings 2 and 5) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "match"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "header is not JSON: RecursionError"),
+        (b'{"v": 1, "kind": "x", "payload": ' + b"9" * 5000 + b', "blobs": []}', "header is not JSON: ValueError"),
+    ],
+    ids=["nested-100k-deep", "5000-digit-integer"],
+)
+def test_headers_that_would_make_the_parent_raise_are_protocol_errors(raw, match):
+    with pytest.raises(ProtocolError, match=match):
+        receive_raw(raw_frame(raw))
+
+
+@pytest.mark.parametrize("shape", [[0, 1 << 50], list(range(1, 40)), [True, 4], [2, -1]],
+                         ids=["absurd-dimension", "too-many-dimensions", "bool-dimension", "negative"])
+def test_absurd_tensor_shapes_are_protocol_errors(shape):
+    with pytest.raises(ProtocolError, match="bad tensor shape"):
+        receive_raw(raw_frame(header(tensor_ref(shape=shape), [0])))
+
+
+def test_a_deeply_nested_payload_is_a_protocol_error():
+    payload: Any = [1]
+    text = json.dumps(payload)
+    text = '{"v": 1, "kind": "called", "blobs": [], "payload": ' + "[" * 5000 + text + "]" * 5000 + "}"
+    with pytest.raises(ProtocolError):
+        receive_raw(raw_frame(text.encode()))
+
+
+@pytest.fixture
+def signed_pair():
+    """A worker end that signs (as the candidate worker does) and a parent end that verifies."""
+    left, right = socket.socketpair()
+    key = bytes(range(32))
+    worker, parent = Channel(left), Channel(right, verify_key=key)
+    worker.enable_signing(key)
+    yield worker, parent, right, left
+    worker.close()
+    parent.close()
+
+
+def test_signed_frames_round_trip_in_sequence(signed_pair):
+    worker, parent, _, _ = signed_pair
+    for index in range(3):
+        worker.send("called", {"n": index, "t": torch.arange(4.0) + index, "nan": math.nan, "tuple": (1, 2)})
+        message = parent.recv(timeout=5)
+        assert message.payload["n"] == index
+        assert torch.equal(message.payload["t"], torch.arange(4.0) + index)
+        assert math.isnan(message.payload["nan"]) and message.payload["tuple"] == (1, 2)
+
+
+def test_a_frame_the_worker_did_not_sign_is_refused(signed_pair):
+    _, parent, _, worker_socket = signed_pair
+    # A candidate that found the socket writes a well-formed frame (with a guessed tag).
+    worker_socket.sendall(raw_frame(header({"nonce": "0" * 16})) + b"\0" * 32)
+    with pytest.raises(ProtocolError, match="does not carry the worker's tag"):
+        parent.recv(timeout=5)
+
+
+def test_a_replayed_frame_is_refused(signed_pair):
+    worker, parent, _, worker_socket = signed_pair
+    captured: list[bytes] = []
+    original = worker_socket.sendall
+    # Capture the bytes of the first signed frame as they leave, then replay them.
+    first = socket.socketpair()
+    spy, sink = first
+    replay_channel = Channel(spy)
+    replay_channel.enable_signing(bytes(range(32)))
+    replay_channel.send("called", {"n": 0})
+    spy.close()
+    data = b""
+    while chunk := sink.recv(65536):
+        data += chunk
+    sink.close()
+    captured.append(data)
+    worker.send("called", {"n": 0})
+    assert parent.recv(timeout=5).payload == {"n": 0}
+    original(captured[0])  # the same bytes again: sequence number 0 a second time
+    with pytest.raises(ProtocolError, match="tag"):
+        parent.recv(timeout=5)
+
+
+def test_the_signing_key_must_be_long_enough():
+    left, right = socket.socketpair()
+    with pytest.raises(ValueError, match="16 bytes"):
+        Channel(left).enable_signing(b"short")
+    left.close()
+    right.close()
+
+
+def test_the_signed_send_path_ignores_later_rebinding_of_json(signed_pair, monkeypatch):
+    """The sender's encoder was captured at enable_signing: patching json afterwards changes nothing."""
+    import json.encoder
+
+    worker, parent, _, _ = signed_pair
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: '{"forged": true}')
+    worker.send("called", {"evidence": {"tampered": ["x"]}})
+    assert parent.recv(timeout=5).payload == {"evidence": {"tampered": ["x"]}}

@@ -159,3 +159,63 @@ def test_no_try_no_findings():
 def test_inspect_source_never_executes_the_code():
     source = "import os\nos._exit(3)\nraise SystemExit(1)\nclass ModelNew:\n    pass\n"
     assert inspect_source(source).defines_model_new  # we are still here
+
+
+# -- what the gate no longer judges by spelling (issue: honest public kernels) -------------------
+
+
+@pytest.mark.parametrize("source", [
+    # FlagGems/Liger version and device helpers
+    "import importlib\nimport operator\nimport functools\nimport types\n"
+    "v = importlib.import_module('triton').__version__\nop = operator.ge\n",
+    "import triton\nname = 'cdiv'\nfn = getattr(triton, name)\nok = hasattr(triton, 'language')\n",
+    # decorator arguments are host code
+    "import triton\ndef get_autotune_config():\n    return []\n"
+    "@triton.autotune(configs=get_autotune_config(), key=['n'])\n@triton.jit\ndef k(x, n):\n    pass\n",
+    # calls and methods inside kernel bodies are judged at run time
+    "import triton\nimport triton.language as tl\nrsqrt = tl.math.rsqrt\n"
+    "@triton.jit\ndef k(x):\n    y = min(x, 4).to(tl.int64)\n    return rsqrt(y)\n",
+    # call-form kernels
+    "import triton\ndef body(x):\n    pass\nkernel = triton.jit(body)\nk2 = triton.heuristics({'B': 1})(kernel)\n",
+    # reading the environment (Liger/FlagGems read TRITON_* settings), dunder names honest code uses
+    "import os\nimport triton\nINTERPRET = os.environ.get('TRITON_INTERPRET') == '1'\nos.environ['X'] = '1'\n"
+    "class A:\n    def __repr__(self):\n        return type(self).__name__ + str(self.__dict__)\n",
+    "import torch\nimport triton\n@torch.compiler.disable\ndef wrapper(x):\n    return x\n",
+], ids=["version-helpers", "computed-getattr", "autotune-config-call", "kernel-calls", "call-form-jit",
+        "environment-and-dunders", "compiler-disable"])
+def test_honest_idioms_are_not_forbidden(source):
+    report = inspect_source(source + MODEL_NEW)
+    assert report.forbidden == (), report.forbidden
+
+
+@pytest.mark.parametrize(("source", "named"), [
+    ("import gc\n", "imports gc"),
+    ("import ctypes\n", "imports ctypes"),
+    ("import inspect\n", "imports inspect"),
+    ("import subprocess\n", "imports subprocess"),
+    ("import threading\n", "imports threading"),
+    ("import sys\nf = sys._getframe(1)\n", "accesses ._getframe"),
+    ("def f():\n    pass\ng = f.__globals__\n", "accesses .__globals__"),
+    ("def f():\n    pass\nc = f.__closure__\n", "accesses .__closure__"),
+    ("x = getattr(len, '__closure__')\n", "names the attribute __closure__"),
+    ("t = '{0.__globals__}'.format(print)\n", "format string"),
+    ("exec('1')\n", "calls exec()"),
+    ("import torch\ntorch.allclose = lambda *a, **k: True\n", "monkeypatching"),
+    ("import time\nsetattr(time, 'perf_counter', lambda: 0)\n", "monkeypatching"),
+    ("import os\nos.write(3, b'x')\n", "os.write"),
+    ("import os\nos.read(3, 10)\n", "os.read"),
+    ("import sys\nsys.modules['torch'] = None\n", "sys.modules"),
+    ("import torch\nf = torch.compile(print)\n", "torch.compile"),
+    ("import torch\ns = torch.cuda.Stream()\n", "side streams"),
+    ("from torch.utils._python_dispatch import _disable_current_modes\n", "_python_dispatch"),
+    ("import torch\nd = torch._C.DisableTorchFunction\n", "DisableTorchFunction"),
+    ("import numpy\nclass A:\n    __array_interface__ = {}\n", "__array_interface__"),
+], ids=lambda v: v if len(v) < 30 else None)
+def test_constructs_with_no_honest_use_are_still_forbidden(source, named):
+    report = inspect_source("import triton\n" + source + MODEL_NEW)
+    assert any(named in item for item in report.forbidden), report.forbidden
+
+
+def test_a_solution_that_never_imports_triton_defines_no_kernel():
+    assert not inspect_source("import torch\n" + MODEL_NEW).uses_triton
+    assert inspect_source("from triton import language as tl\n" + MODEL_NEW).uses_triton
