@@ -43,7 +43,12 @@ JAIL_JOB_DIR = "/job"
 PASSTHROUGH_ENV = (
     "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH",
     "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "CUDA_HOME", "CUDA_PATH",
+    # -- GPU (issue 13): Triton builds its launcher with $CC at the first launch; MPS clients find
+    # the daemon through its pipe directory; the device order fixes what an index means.
+    "CC", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_DEVICE_ORDER",
 )
+#: Where an MPS daemon listens when CUDA_MPS_PIPE_DIRECTORY is not set (under the jail's private /tmp).
+DEFAULT_MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"
 
 
 @dataclass(frozen=True)
@@ -132,10 +137,48 @@ def _python_paths() -> list[str]:
     return [f for f in folders if not any(f != g and f.startswith(g + os.sep) for g in folders)]
 
 
-def _gpu_binds() -> list[str]:
+def gpu_worker_env(device: str, environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
+    """The GPU variables of a worker's environment for `device` (``cuda`` or ``cuda:N``).
+
+    ``cuda:N`` narrows ``CUDA_VISIBLE_DEVICES`` to that one device (the worker sees it as its
+    only GPU, ``cuda``); indices mean PCI bus order unless the caller chose another order.
+    """
+    from tritongym.evaluator.device import parse_device, worker_visible_devices
+
+    _, index = parse_device(device)
+    env: dict[str, str] = {}
+    visible = worker_visible_devices(index, environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    env["CUDA_DEVICE_ORDER"] = environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return env
+
+
+def _gpu_device_nodes(visible_devices: str | None, device_order: str | None) -> list[str]:
+    """/dev/nvidia* nodes to bind: the control nodes and the visible GPUs' nodes only (all GPUs'
+    nodes when which ones are visible cannot be told: no NVIDIA listing, MIG, another order)."""
+    from tritongym.evaluator.device import physical_gpus, visible_gpu_minors
+
+    every = sorted(glob.glob("/dev/nvidia*"))
+    minors = None if device_order not in (None, "PCI_BUS_ID") else visible_gpu_minors(visible_devices,
+                                                                                       physical_gpus())
+    if minors is None:
+        return every
+    gpu_nodes = {f"/dev/nvidia{minor}" for minor in minors}
+    return [node for node in every if not node[len("/dev/nvidia"):].isdigit() or node in gpu_nodes]
+
+
+def _gpu_binds(visible_devices: str | None = None, device_order: str | None = None) -> list[str]:
     args: list[str] = []
-    for node in sorted(glob.glob("/dev/nvidia*")):
+    for node in _gpu_device_nodes(visible_devices, device_order):
         args += ["--dev-bind", node, node]
+    mps = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_MPS_PIPE_DIRECTORY)
+    if os.path.isdir(mps):
+        args += ["--bind", mps, mps]  # the jail's /tmp is private: the MPS daemon's pipes must be bound
+    compiler = shutil.which(os.environ.get("CC", "")) if os.environ.get("CC") else None
+    if compiler is not None and not os.path.realpath(compiler).startswith("/usr/"):
+        folder = os.path.dirname(os.path.realpath(compiler))
+        args += ["--ro-bind", folder, folder]
     for folder in ("/usr/local/nvidia", "/usr/local/cuda", "/sys", "/run/nvidia-persistenced"):
         if os.path.exists(folder):
             args += ["--ro-bind", folder, folder]
@@ -145,7 +188,7 @@ def _gpu_binds() -> list[str]:
     return args
 
 
-def bwrap_command(job_dir: str, cuda: bool) -> list[str]:
+def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = None) -> list[str]:
     """The bubblewrap prefix that jails one worker (see the module docstring)."""
     path = shutil.which("bwrap")
     if path is None:
@@ -170,7 +213,8 @@ def bwrap_command(job_dir: str, cuda: bool) -> list[str]:
     for folder in _python_paths():
         args += ["--ro-bind", folder, folder]
     if cuda:
-        args += _gpu_binds()
+        gpu_env = gpu_env or {}
+        args += _gpu_binds(gpu_env.get("CUDA_VISIBLE_DEVICES"), gpu_env.get("CUDA_DEVICE_ORDER"))
     args += ["--bind", job_dir, JAIL_JOB_DIR, "--chdir", JAIL_JOB_DIR]
     return args
 
@@ -291,7 +335,7 @@ def spawn_worker(
     both must lie in `job_dir` and are translated to the jail's paths. With a `cgroup`, the
     process joins it before exec, so it and all its descendants are capped together.
     """
-    cuda = device == "cuda"
+    cuda = device == "cuda" or device.startswith("cuda:")
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -305,6 +349,8 @@ def spawn_worker(
             env[name] = os.environ[name]
     if interpret:
         env["TRITON_INTERPRET"] = "1"
+    gpu_env = gpu_worker_env(device) if cuda else {}
+    env.update(gpu_env)
     def visible(path: str) -> str:
         if mode != "bwrap":
             return path
@@ -314,11 +360,11 @@ def spawn_worker(
         return inside
 
     home = JAIL_JOB_DIR if mode == "bwrap" else str(job_dir)
-    prefix = bwrap_command(str(job_dir), cuda) if mode == "bwrap" else []
+    prefix = bwrap_command(str(job_dir), cuda, gpu_env) if mode == "bwrap" else []
     env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
     argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd),
-            "--source", visible(source_path), "--device", device]
+            "--source", visible(source_path), "--device", "cuda" if cuda else device]
     if problem_path is not None:
         argv += ["--problem", visible(problem_path)]
     argv += list(extra_args)
