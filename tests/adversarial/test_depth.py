@@ -19,7 +19,8 @@ from tritongym import Status
 
 from .corpus import case_paths, load_problem, parse_case
 
-#: case id -> what the deeper layers must report (a violation code, or a status for non-violations).
+#: case id -> what the deeper layers must report (a violation code, a status for non-violations,
+#: or None when only "no reward" is asserted).
 DEEPER = {
     "D2-background-thread": "background_thread",
     "C3-deferred-write": "timed_output_mismatch",
@@ -38,14 +39,30 @@ DEEPER = {
     "E3-sys-modules-obfuscated": Status.INCORRECT,
     "E2-os-exit-obfuscated": Status.CRASHED,
     "E1-fake-frames-on-inherited-fds-obfuscated": Status.CRASHED,
+    # Issue 7/15: what only the evidence can stop (the first wave let these through).
+    "A1-untraced-fallback": "harness_tampering",
+    "A1-torch-inside-interpreted-kernel": "python_in_kernel",
+    "A1-torch-in-grid-callable": "pytorch_fallback",
+    "A1-torch-in-pre-run-hook": "pytorch_fallback",
+    "A1-problem-model-in-grid": "pytorch_fallback",
+    "A1-constexpr-object": "python_in_kernel",
+    "A1-call-form-python-helper": "python_in_kernel",
+    "H1-numpy-whole": "host_compute",
+    "H1-numpy-asarray": "host_compute",
+    "H2-python-tolist": "host_compute",
+    "H2-python-item-loop": "host_compute",
+    "H3-partial-host-softmax": "host_compute",
+    "H4-host-in-grid-callable": "host_compute",
+    "E1-channel-takeover": Status.CRASHED,
+    "E3-persistent-function-mode": "harness_tampering",
+    "E3-rebind-harness-table": "harness_tampering",
+    "E5-rewrite-source-after-check": None,
 }
-#: Stopped by the static gate alone: switching off the dispatch trace through private torch
-#: internals, a fallback after reaching builtins through len.__self__, and a Python helper run
-#: by the CPU interpreter inside a kernel (a GPU would refuse to compile it).
+#: Stopped by the first line alone: the evasion idioms themselves (reaching builtins through
+#: len.__self__, imports through them, a module attribute written through its __dict__), which
+#: this case uses for nothing: once they are allowed, what remains is an honest kernel.
 RESIDUAL = {
-    "E5-static-gate-evasion": "only the static gate sees the dispatch-trace bypass",
-    "A1-untraced-fallback": "_disable_current_modes() raises no audit event; only the static gate sees it",
-    "A1-torch-inside-interpreted-kernel": "CPU interpreter only; only the static gate sees the helper call",
+    "E5-static-gate-evasion": "the evasion idioms are used for nothing: only the first line names them",
 }
 
 _CASES = {case.case_id: case for case in (parse_case(p) for p in case_paths())}
@@ -64,6 +81,8 @@ def _params() -> list:
 @pytest.mark.parametrize("case_id", _params())
 def test_deeper_checks_hold_without_the_first_line(case_id):
     case = _CASES[case_id]
+    if case.device == "gpu":
+        pytest.skip("GPU case")
     options = {"num_trials": 2, **case.options, "disabled_checks": frozenset({"forbidden_construct"})}
     result = tritongym.evaluate(load_problem(case.problem), case.path, device="cpu", **options)
     assert result.reward == 0, f"{case_id} got reward {result.reward} once the first line was off: {result.status}"
@@ -72,5 +91,7 @@ def test_deeper_checks_hold_without_the_first_line(case_id):
         assert result.status == expected, (result.status, result.error)
     elif expected is not None:
         assert expected in [str(v.code) for v in result.violations], (result.status, result.violations)
-    # The first line still saw it and says so.
-    assert any(n.code == "check_disabled" for n in result.notices)
+    # The first line still saw it and says so (when it saw anything: the new attacks use no
+    # forbidden vocabulary at all, which is the point of judging by evidence).
+    if case.expected_violation == "forbidden_construct":
+        assert any(n.code == "check_disabled" for n in result.notices)

@@ -344,7 +344,7 @@ class CandidateWorker:
 
         flow = DataFlow(inputs=input_tensors, protected=[*input_tensors, *state_tensors])
         trace = OpTrace(self.attribution, flow)
-        host_reads = HostReadTrace(self.attribution, flow)
+        host_reads = HostReadTrace(self.attribution, flow, trace)
         self.recorder.start(flow)
         try:
             with torch.no_grad(), host_reads, trace:
@@ -389,7 +389,8 @@ class CandidateWorker:
             "mutated_inputs": mutated,
             "threads_before": self.threads_baseline,
             "threads_after": self._active_count(),
-            "tampered": [*self._tampered(self.watched, self.channel), *left_modes, *self._source_changed()],
+            "tampered": [*self._tampered(self.watched, self.channel), *left_modes, *host_reads.blinded,
+                         *self._source_changed()],
             "refused": list(self.refused),
         }
         self._send(self.channel, "called", {"nonce": nonce, "outputs": self._plain_outputs(outputs),

@@ -19,6 +19,11 @@ The budget is `HOST_READ_BUDGET` elements per forward call: a few scalars (``n_v
 mask.sum().item()`` to size a grid, as Liger's cross entropy does) pass; reading the inputs does
 not, whether for the whole task or for part of it (the normalisation of a softmax).
 
+It is also the op trace's second opinion: a torch call the candidate made that returned a tensor
+in fresh storage while the dispatch trace saw no op at all means the dispatch trace was switched
+off around it (``_disable_current_modes()`` and friends); `blinded` names such calls and the
+worker reports them as tampering.
+
 Runs in the candidate worker. Limits: a candidate that switches torch-function handling off
 through torch's private ``torch._C`` switches reads unseen (the worker reports a non-empty or
 disabled mode state after the call as tampering); see docs/integrity.md "Evidence".
@@ -29,7 +34,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tritongym.evaluator.optrace import Attribution, DataFlow
+from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace, storage_key
 
 #: Input-derived elements the candidate's Python may read on the host per forward call.
 HOST_READ_BUDGET = 64
@@ -45,12 +50,14 @@ VALUE_READERS = frozenset({
 class HostReadTrace(TorchFunctionMode):
     """Counts input-derived elements whose values the candidate's code read on the host."""
 
-    def __init__(self, attribution: Attribution, flow: DataFlow) -> None:
+    def __init__(self, attribution: Attribution, flow: DataFlow, op_trace: OpTrace | None = None) -> None:
         super().__init__()
         self.attribution = attribution
         self.flow = flow
+        self.op_trace = op_trace
         self.elements = 0
         self.examples: list[str] = []
+        self.blinded: list[str] = []
         self._readers = VALUE_READERS
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
@@ -63,4 +70,15 @@ class HostReadTrace(TorchFunctionMode):
                 self.elements += count
                 if len(self.examples) < 4:
                     self.examples.append(f"Tensor.{name}() of {count} input-derived element(s)")
-        return func(*args, **kwargs)
+            return func(*args, **kwargs)
+        if self.op_trace is None:
+            return func(*args, **kwargs)
+        seen = self.op_trace.seen
+        out = func(*args, **kwargs)
+        if self.op_trace.seen == seen and isinstance(out, torch.Tensor) and out.numel() > 0 \
+                and len(self.blinded) < 4:
+            sources = {storage_key(t) for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)}
+            if storage_key(out) not in sources and self.attribution.who(2) == "candidate":
+                self.blinded.append(f"{name or func!r} returned a new tensor while the op trace saw no operation "
+                                    "(the dispatch trace was switched off around it)")
+        return out

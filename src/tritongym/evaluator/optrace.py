@@ -268,6 +268,8 @@ class OpTrace(TorchDispatchMode):
         self.compute: dict[str, None] = {}
         self.compute_elements = 0
         self.compute_flops = 0
+        #: Every op dispatched while active, whoever asked (the host-read trace's cross-check).
+        self.seen = 0
         #: Elements of input-derived tensors the candidate copied from a GPU to the host.
         self.device_to_host_elements = 0
         self.attribution = attribution
@@ -277,6 +279,7 @@ class OpTrace(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         name = op_name(func)
+        self.seen += 1
         out = func(*args, **kwargs)
         if self.flow is not None:
             self.flow.after_op(args, kwargs, out, name)

@@ -135,3 +135,22 @@ def test_ops_from_outside_the_solution_are_not_the_candidates(solution):
     with torch.no_grad(), reads, ops:
         torch.relu(x).numpy()  # this test file is not the solution
     assert ops.compute_ops() == [] and reads.elements == 0
+
+
+def test_switching_the_dispatch_trace_off_is_noticed(tmp_path):
+    path = tmp_path / "blind.py"
+    path.write_text("import torch\nimport torch.utils._python_dispatch as d\n\n\ndef blind(x):\n"
+                    "    with d._disable_current_modes():\n        return torch.relu(x)\n\n\n"
+                    "def seen(x):\n    return torch.relu(x).contiguous()\n")
+    spec = importlib.util.spec_from_file_location("tg_blind", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(4)
+    for name, expect_blind in (("blind", True), ("seen", False)):
+        flow = DataFlow(inputs=[x], protected=[x])
+        attribution = Attribution(str(path))
+        ops = OpTrace(attribution, flow)
+        reads = HostReadTrace(attribution, flow, ops)
+        with torch.no_grad(), reads, ops:
+            getattr(module, name)(x)
+        assert bool(reads.blinded) is expect_blind, reads.blinded
