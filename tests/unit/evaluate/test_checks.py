@@ -267,3 +267,57 @@ def test_a_thread_left_running_is_a_violation():
     assert "started 1 thread(s)" in violation.message
     assert checks.check_no_background_thread(honest(threads_before=3, threads_after=2)) is None
     assert "background_thread" in codes(checks.run_call_checks(honest(threads_after=4), []))
+
+
+# -- host reads and kernels that are not Triton (second wave) ------------------------------------
+
+
+def test_the_host_read_budget_is_64_elements_inclusive():
+    assert checks.HOST_READ_BUDGET == 64
+    assert checks.check_no_host_compute(honest(host_reads=[64, ["Tensor.item() ..."]])) is None
+    violation = checks.check_no_host_compute(honest(host_reads=[65, ["Tensor.numpy() of 65 element(s)"]]))
+    assert violation.code == ViolationCode.HOST_COMPUTE
+    assert "65 input-derived values" in violation.message and "Tensor.numpy()" in violation.message
+    assert "host_compute" in codes(checks.run_call_checks(honest(host_reads=[10_000, []]), []))
+
+
+def test_kernel_findings_are_python_in_kernel():
+    assert checks.check_kernels_are_triton(honest()) is None
+    findings = ["line 3: kernel k refers to helper (a Python function), which is not Triton"]
+    violation = checks.check_kernels_are_triton(honest(kernel_findings=findings))
+    assert violation.code == ViolationCode.PYTHON_IN_KERNEL and "refers to helper" in violation.message
+
+
+def test_new_evidence_fields_parse_with_defaults_and_compiled_names():
+    evidence = honest(launches=[{"kernel": "k", "candidate": True, "grid": "(1,)", "compiled": "k_0d1d"}],
+                      host_reads=[3, ["a"]], kernel_findings=["f"])
+    assert evidence.launches[0].compiled == "k_0d1d"
+    assert evidence.host_read_elements == 3 and evidence.host_read_examples == ("a",)
+    assert evidence.kernel_findings == ("f",)
+    assert honest().host_read_elements == 0 and honest().kernel_findings == ()
+
+
+@pytest.mark.parametrize("overrides", [
+    {"host_reads": [1]},
+    {"host_reads": ["1", []]},
+    {"host_reads": [-1, []]},
+    {"host_reads": [True, []]},
+    {"host_reads": [1, "examples"]},
+    {"kernel_findings": "one"},
+    {"kernel_findings": [1]},
+    {"compute_work": [1]},
+    {"compute_work": [1, 2 ** 70]},
+    {"refused": {"a": 1}},
+    {"launches": [{"kernel": "k", "candidate": True, "grid": "(1,)", "compiled": 5}]},
+    {"mutated_inputs": list(range(checks.MAX_EVIDENCE_ITEMS + 1))},
+], ids=["host-reads-short", "host-reads-str", "host-reads-negative", "host-reads-bool", "examples-str",
+        "findings-str", "findings-int", "work-short", "work-huge", "refused-dict", "compiled-int", "too-many-items"])
+def test_malformed_new_fields_are_protocol_errors(overrides):
+    with pytest.raises(ProtocolError, match="malformed call evidence"):
+        CallEvidence.parse(evidence_dict(**overrides))
+
+
+def test_evidence_that_is_not_an_object_is_a_protocol_error():
+    for data in (None, [], "evidence", 5):
+        with pytest.raises(ProtocolError):
+            CallEvidence.parse(data)
