@@ -2,70 +2,164 @@
 
 They run after the correctness trials, only for candidates that passed them, and only where the
 figures mean something (a GPU; timing also on a CPU with ``time_on_cpu`` for protocol tests).
-The rules that bound what the candidate worker reports are in `plausibility`; the worker side
-is `timing.TimingSession` and `profiling.profile_forward`.
+On a GPU each phase holds the GPU's exclusive lock (`device.device_lock`), so two evaluations
+never time or profile on one GPU at once. The rules that bound what the candidate worker
+reports are in `plausibility`; the worker side is `timing.TimingSession` and
+`profiling.profile_forward`. Everything the candidate worker sends is validated here: a reply
+of the wrong shape, or a time that is not a finite positive number, ends the phase with a
+verdict (``crashed`` or ``implausible_timing``), never an exception out of `evaluate()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import statistics
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+from tritongym.evaluator import device as gpu
 from tritongym.evaluator import plausibility, profiling
 from tritongym.evaluator.channel import ChannelClosed, ProtocolError
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.reference import ReferenceRunner
-from tritongym.evaluator.result import KernelProfile, Status, TimingReport, Violation, ViolationCode
+from tritongym.evaluator.result import (
+    KernelProfile,
+    Notice,
+    NoticeCode,
+    Status,
+    TimingReport,
+    Violation,
+    ViolationCode,
+)
 from tritongym.evaluator.session import CandidateFailed, WorkerHandle
 
 if TYPE_CHECKING:
     from tritongym.evaluator.parent import _Evaluation
 
+#: Replies the candidate worker sends in these phases, bounded before they are believed.
+_MAX_PROFILE_ENTRIES = 10_000
+
+
+def _is_cuda(device: str) -> bool:
+    return device == "cuda" or device.startswith("cuda:")
+
+
+@contextlib.contextmanager
+def gpu_lock(evaluation: _Evaluation) -> Iterator[None]:
+    """The exclusive per-GPU lock on a GPU, nothing on a CPU (waiting is not the candidate's time)."""
+    if not _is_cuda(evaluation.device):
+        yield
+        return
+    with gpu.device_lock(evaluation.device, exclusive=True, timeout=evaluation.options.reference_timeout):
+        yield
+
+
+def _add_notice(evaluation: _Evaluation, code: NoticeCode, message: str) -> None:
+    notice = Notice(code, message)
+    if notice not in evaluation.notices:
+        evaluation.notices.append(notice)
+
+
+def note_device(evaluation: _Evaluation, reference: ReferenceRunner) -> None:
+    """Notices about the device, added once after the reference is set up (the parent calls it).
+
+    On a GPU: IEEE float32 in the reference, other processes on the GPU or an exclusive compute
+    mode. Anywhere: a torch.compile baseline that cannot be measured (on a CPU).
+    """
+    if _is_cuda(evaluation.device):
+        if reference.fp32_note:
+            _add_notice(evaluation, NoticeCode.REFERENCE_IEEE_FP32,
+                        f"the reference ran in IEEE float32 with TF32 off ({reference.fp32_note}): expected outputs "
+                        "and the baseline's speed are float32's; the candidate's own TF32 use is its choice and "
+                        "the precision check judges it")
+        shared = gpu.sharing_notice(gpu.sharing_report(evaluation.device))
+        if shared:
+            _add_notice(evaluation, NoticeCode.GPU_SHARED, shared)
+    else:
+        _note_baseline_on_cpu(evaluation)
+
+
+def _note_baseline_on_cpu(evaluation: _Evaluation) -> None:
+    if evaluation.options.baseline != "eager":
+        _add_notice(evaluation, NoticeCode.BASELINE_UNAVAILABLE,
+                    f"baseline {evaluation.options.baseline!r} (torch.compile) is measured on a GPU only; "
+                    "speedup_vs_compile is null")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
 
 def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: WorkerHandle) -> None:
     """Time reference and candidate in interleaved blocks; recheck secret timed outputs."""
+    with gpu_lock(evaluation):
+        _run_timing(evaluation, reference, candidate)
+
+
+def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: WorkerHandle) -> None:
     options = evaluation.options
+    cuda = _is_cuda(evaluation.device)
+    variants = ["compile"] if cuda and options.baseline in ("compile", "both") else []
+    eager_timed = options.baseline != "compile" or not cuda
+    if not cuda:
+        _note_baseline_on_cpu(evaluation)
     phase = "timing warm-up"
+    samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "ref_rt": [], "compile": [],
+                                       "cand": [], "cand_host": [], "cand_rt": []}
+    charged = 0
     try:
-        ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms}, "time_ready")
+        ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms, "variants": variants},
+                                      "time_ready")
+        failed = {name: why for name, why in (ref_ready.get("variants") or {}).items() if why}
+        for name, why in failed.items():
+            _add_notice(evaluation, NoticeCode.BASELINE_UNAVAILABLE,
+                        f"the {name} baseline could not be built or warmed up ({str(why)[:300]}); "
+                        + ("timing against the eager reference" if options.baseline == "compile" else
+                           "speedup_vs_compile is null"))
+        variants = [v for v in variants if v not in failed]
+        if options.baseline == "compile" and not variants:
+            eager_timed = True
         evaluation._expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
         reps = options.timing_reps
         block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
                        for b in range(options.timing_blocks)]
         rechecked = set(secrets.SystemRandom().sample(range(reps), min(options.timing_rechecks, reps)))
-        samples: dict[str, list[float]] = {"ref": [], "ref_host": [], "ref_rt": [],
-                                           "cand": [], "cand_host": [], "cand_rt": []}
         rep_index = 0
         for block, size in enumerate(block_sizes):
             phase = f"timing block {block}"
-            for _ in range(size):
-                # A repetition's round trip spans rep and drop/keep, on both sides alike.
-                sent = time.perf_counter()
-                done = reference.request("rep", {"seed": evaluation.seed_source()}, "rep_done")
-                reference.request("drop", {}, "dropped")
-                samples["ref_rt"].append((time.perf_counter() - sent) * 1e3)
-                samples["ref"].append(float(done["ms"]))
-                samples["ref_host"].append(float(done["host_ms"]))
+            # The reference's round trips come from whichever variant is the speedup's baseline.
+            for variant in (["eager"] if eager_timed else []) + variants:
+                for _ in range(size):
+                    sent = time.perf_counter()
+                    done = reference.request("rep", {"seed": evaluation.seed_source(), "variant": variant},
+                                             "rep_done")
+                    reference.request("drop", {}, "dropped")
+                    elapsed = (time.perf_counter() - sent) * 1e3
+                    if variant == "eager" or not eager_timed:
+                        samples["ref_rt"].append(elapsed)
+                    if variant == "eager":
+                        samples["ref"].append(float(done["ms"]))
+                        samples["ref_host"].append(float(done["host_ms"]))
+                    else:
+                        samples["compile"].append(float(done["ms"]))
             for _ in range(size):
                 seed = evaluation.seed_source()
                 sent = time.perf_counter()
                 done = evaluation._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
                 ms, host_ms = done.get("ms"), done.get("host_ms")
-                if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                           for v in (ms, host_ms)):
+                if not all(_number(v) and v > 0 for v in (ms, host_ms)):
                     evaluation.add_violation(Violation(
                         ViolationCode.IMPLAUSIBLE_TIMING,
                         f"a timed call reported {ms!r} ms (host {host_ms!r} ms); times must be positive"))
                     return
                 samples["cand"].append(float(ms))
                 samples["cand_host"].append(float(host_ms))
-                _check_rep_evidence(evaluation, done, rep_index)
+                charged += done.get("charged") is True
                 if rep_index in rechecked:
                     kept = evaluation._expect(candidate.request("keep", {}), "output", phase)
-                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                     expected = reference.request("expected_for", {"seed": seed}, "expected")
                     comparison = compare_outputs(expected["expected"], kept.get("outputs"),
                                                  evaluation.options.tolerance_for)
@@ -76,26 +170,45 @@ def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: W
                             f"({comparison.message}); outputs must be computed on every call"))
                 else:
                     evaluation._expect(candidate.request("drop", {}), "dropped", phase)
+                    # Only dropped repetitions: a kept one also carries its output back.
                     samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
+                # The evidence is collected after the parent's clock stopped (equal cost on both sides).
+                observed = evaluation._expect(candidate.request("observe", {}), "observed", phase)
+                check_rep_evidence(evaluation, observed, rep_index)
                 rep_index += 1
     except TimeoutError as exc:
         raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {evaluation.options.timeout:g} s "
                                               f"budget during {phase}") from exc
-    except (ChannelClosed, ProtocolError) as exc:
+    except (ChannelClosed, ProtocolError, KeyError, TypeError, ValueError) as exc:
         reason = candidate.process.wait_exit(grace=2.0)
-        raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
+        raise CandidateFailed(Status.CRASHED, f"the candidate broke the timing protocol during {phase} "
                                               f"({reason}): {exc}") from exc
-    meaningful = evaluation.device == "cuda"
+    _judge_timing(evaluation, reference, ref_ready, samples, charged)
+
+
+def _judge_timing(evaluation: _Evaluation, reference: ReferenceRunner, ref_ready: dict[str, Any],
+                  samples: dict[str, list[float]], charged: int) -> None:
+    meaningful = _is_cuda(evaluation.device)
     candidate_median = statistics.median(samples["cand"])
-    estimate = plausibility.wall_clock_estimate_ms(samples["cand_rt"], samples["ref_rt"], samples["ref"])
-    if not plausibility.wall_clock_consistent(samples["cand"], estimate):
-        evaluation.add_violation(Violation(
-            ViolationCode.IMPLAUSIBLE_TIMING,
-            f"the candidate reported a median of {candidate_median:.4g} ms per call, but the evaluator's own "
-            f"clock puts it at about {estimate:.4g} ms; reported times must be real"))
-    floor_ms = bandwidth = None
+    baseline_samples = samples["ref"] if samples["ref"] else samples["compile"]
+    estimate = margin = None
+    if samples["cand_rt"] and samples["ref_rt"]:
+        estimate = plausibility.wall_clock_estimate_ms(samples["cand_rt"], samples["ref_rt"], baseline_samples)
+        margin = plausibility.jitter_margin_ms(samples["cand_rt"], samples["ref_rt"])
+        if not plausibility.wall_clock_consistent(samples["cand"], estimate, margin):
+            evaluation.add_violation(Violation(
+                ViolationCode.IMPLAUSIBLE_TIMING,
+                f"the candidate reported a median of {candidate_median:.4g} ms per call, but the evaluator's own "
+                f"clock puts it at about {estimate:.4g} ms (jitter margin {margin:.3g} ms); reported times must "
+                "be real"))
+    if charged:
+        _add_notice(evaluation, NoticeCode.TIMING_TAIL_CHARGED,
+                    f"in {charged} of {len(samples['cand'])} timed calls work went on after the end event (other "
+                    "streams); those calls were timed to the point the device went idle")
+    floor_ms = bandwidth = flop_floor = None
     if meaningful:
-        bandwidth = float(reference.request("bandwidth", {}, "bandwidth")["bytes_per_s"])
+        measured = reference.request("bandwidth", {}, "bandwidth")
+        bandwidth = float(measured.get("bytes_per_s", 0.0))
         floor_ms = plausibility.physics_floor_ms(evaluation.bytes_moved, bandwidth)
         if candidate_median < floor_ms:
             evaluation.add_violation(Violation(
@@ -103,28 +216,96 @@ def run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: W
                 f"a median of {candidate_median:.4g} ms per call is faster than moving the task's "
                 f"{evaluation.bytes_moved / 1e6:.3g} MB allows at this device's measured bandwidth "
                 f"({bandwidth / 1e9:.0f} GB/s, floor {floor_ms:.4g} ms)"))
+        flops = float(ref_ready.get("dense_matmul_flops", 0) or 0)
+        flop_floor = plausibility.flop_floor_ms(flops, float(measured.get("flops_per_s", 0.0) or 0.0))
+        if flop_floor is not None and candidate_median < flop_floor:
+            confirmed = estimate is not None and margin is not None and plausibility.corroborated(
+                candidate_median, estimate, margin)
+            if confirmed:
+                _add_notice(evaluation, NoticeCode.FLOP_FLOOR_BEATEN,
+                            f"a median of {candidate_median:.4g} ms is below the {flop_floor:.4g} ms the reference's "
+                            f"{flops:.3g} dense matmul FLOPs take at this device's half-precision GEMM rate; the "
+                            "evaluator's own clock confirms it (the candidate must skip work the reference does)")
+            else:
+                evaluation.add_violation(Violation(
+                    ViolationCode.IMPLAUSIBLE_SPEEDUP,
+                    f"a median of {candidate_median:.4g} ms per call is below the {flop_floor:.4g} ms the "
+                    f"reference's {flops:.3g} dense matmul FLOPs take at this device's measured half-precision "
+                    f"GEMM rate, and the evaluator's own clock puts the call at about {estimate} ms"))
+    compile_median = statistics.median(samples["compile"]) if samples["compile"] else None
     evaluation.timing = TimingReport(
-        method=str(ref_ready["method"]),
-        device_name=str(ref_ready["device_name"]),
-        reference_median_ms=statistics.median(samples["ref"]),
+        method=str(ref_ready.get("method", "")),
+        device_name=str(ref_ready.get("device_name", "")),
+        reference_median_ms=statistics.median(baseline_samples),
         candidate_median_ms=candidate_median,
-        reference_reps=len(samples["ref"]),
+        reference_reps=len(baseline_samples),
         candidate_reps=len(samples["cand"]),
-        reference_host_median_ms=statistics.median(samples["ref_host"]),
+        reference_host_median_ms=statistics.median(samples["ref_host"]) if samples["ref_host"] else None,
         candidate_host_median_ms=statistics.median(samples["cand_host"]),
         wall_clock_estimate_ms=estimate,
         floor_ms=floor_ms,
         bandwidth_gbps=None if bandwidth is None else bandwidth / 1e9,
         meaningful=meaningful,
+        baseline="eager" if samples["ref"] else "compile",
+        compile_reference_median_ms=compile_median,
+        flop_floor_ms=flop_floor,
+        charged_reps=charged,
     )
+
+
+def speedup_vs_compile(timing: TimingReport | None, max_speedup: float) -> float | None:
+    """The candidate's speedup over ``torch.compile(Model)``, clamped like `speedup` (None if not timed)."""
+    if timing is None or timing.compile_reference_median_ms is None or timing.candidate_median_ms <= 0:
+        return None
+    return min(timing.compile_reference_median_ms / timing.candidate_median_ms, max_speedup)
+
+
+def parse_profile_reply(reply: Any) -> tuple[list[profiling.KernelTime], list[str], dict[str, int] | None]:
+    """The kernels, the candidate's exact kernel names and launch counts of a ``profiled`` reply.
+
+    Raises ValueError for anything an honest worker never sends (wrong types, negative or
+    non-finite times, too many entries): the caller turns it into a ``crashed`` verdict.
+    """
+    if not isinstance(reply, dict):
+        raise ValueError("the profile reply is not an object")
+    entries = reply.get("kernels")
+    if not isinstance(entries, list) or len(entries) > _MAX_PROFILE_ENTRIES:
+        raise ValueError("the profile reply's kernels are not a list of bounded length")
+    kernels = []
+    for entry in entries:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 3 and isinstance(entry[0], str)
+                and _number(entry[1]) and entry[1] >= 0 and isinstance(entry[2], int)
+                and not isinstance(entry[2], bool) and entry[2] >= 0):
+            raise ValueError(f"malformed profile entry {str(entry)[:200]}: expected [name, device_us >= 0, count]")
+        kernels.append(profiling.KernelTime(entry[0], float(entry[1]), entry[2]))
+
+    def names(key: str) -> list[str]:
+        value = reply.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"the profile reply's {key} is not a list of names")
+        return value
+
+    compiled, python_names = names("candidate_compiled_kernels"), names("candidate_kernels")
+    counts = reply.get("candidate_launch_counts")
+    if counts is not None:
+        if not isinstance(counts, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                   and v >= 0 for k, v in counts.items()):
+            raise ValueError("the profile reply's candidate_launch_counts is not a {name: count} object")
+    return kernels, (compiled or python_names), counts
+
 
 def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
     """Coverage: the share of GPU time spent in the candidate's own Triton kernels."""
     try:
-        reply = evaluation._expect(candidate.request("profile", {"calls": evaluation.options.profile_calls}),
-                             "profiled", "profiling")
-        kernels = [profiling.KernelTime(str(name), float(us), int(count)) for name, us, count in reply["kernels"]]
-        mine = [str(name) for name in reply["candidate_kernels"]]
+        with gpu_lock(evaluation):
+            reply = evaluation._expect(candidate.request("profile", {"calls": evaluation.options.profile_calls}),
+                                       "profiled", "profiling")
+        kernels, mine, counts = parse_profile_reply(reply)
+        # The identities and the harness are checked after the profiled calls as after timed ones
+        # (the worker sends its observation in the reply when it has one).
+        if any(key in reply for key in ("tampered", "refused", "threads_after")):
+            check_rep_evidence(evaluation, reply, None)
+        coverage = profiling.coverage_from_kernels(kernels, mine, counts)
     except TimeoutError as exc:
         raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {evaluation.options.timeout:g} s "
                                               "budget during profiling") from exc
@@ -132,29 +313,33 @@ def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
         reason = candidate.process.wait_exit(grace=2.0)
         raise CandidateFailed(Status.CRASHED, f"the candidate broke the profiling protocol ({reason}): "
                                               f"{exc}") from exc
-    evaluation.coverage = profiling.coverage_from_kernels(kernels, mine)
+    evaluation.coverage = coverage
     evaluation.kernel_profile = [
         KernelProfile(kernel=k.name, device_us=k.device_us, count=k.count,
-                      candidate=profiling.is_candidate_kernel(k.name, mine))
+                      candidate=profiling.is_candidate_kernel(k.name, mine, counts, k.count))
         for k in kernels[:20]
     ]
 
 
-def _check_rep_evidence(evaluation: _Evaluation, done: dict, rep_index: int) -> None:
-    """The checks that also apply to timed calls: no new thread, no tampering, nothing refused."""
-    tampered = [str(name)[:200] for name in done.get("tampered", []) if isinstance(name, str)]
+def check_rep_evidence(evaluation: _Evaluation, done: dict, rep_index: int | None) -> None:
+    """The checks that also apply to timed and profiled calls: no new thread, no tampering, nothing refused."""
+    when = "during the profiled calls" if rep_index is None else f"during timed call {rep_index}"
+    tampered_field, refused_field = done.get("tampered", []), done.get("refused", [])
+    tampered = [str(name)[:200] for name in (tampered_field if isinstance(tampered_field, list) else [])
+                if isinstance(name, str)]
     if tampered:
         evaluation.add_violation(Violation(
             ViolationCode.HARNESS_TAMPERING,
-            f"during timed call {rep_index} the candidate replaced functions the evaluator relies on: "
-            f"{', '.join(tampered[:8])}"))
-    refused = [str(item)[:200] for item in done.get("refused", []) if isinstance(item, str)]
+            f"{when} the candidate replaced functions the evaluator relies on: {', '.join(tampered[:8])}"))
+    refused = [str(item)[:200] for item in (refused_field if isinstance(refused_field, list) else [])
+               if isinstance(item, str)]
     if refused:
         evaluation.add_violation(Violation(
             ViolationCode.FORBIDDEN_CONSTRUCT,
             f"the candidate attempted operations refused at run time: {'; '.join(refused[:6])}"))
-    before, after = done.get("threads_before", 0), done.get("threads_after", 0)
+    before, after = done.get("threads_before"), done.get("threads_after")
     if isinstance(before, int) and isinstance(after, int) and after > before:
         evaluation.add_violation(Violation(
             ViolationCode.BACKGROUND_THREAD,
-            f"timed call {rep_index} left {after - before} new thread(s) running; do all work inside the call"))
+            f"{when} the candidate left {after - before} new thread(s) running; do all work inside the call"))
+

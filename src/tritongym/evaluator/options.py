@@ -38,7 +38,9 @@ TOLERANCE_PRESETS: dict[str, dict[torch.dtype, Tolerance]] = {
     },
 }
 
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda")  # and "cuda:N" (see `device.parse_device`)
+#: What the reference is timed as: the eager `Model`, `torch.compile(Model)`, or both.
+BASELINES = ("eager", "compile", "both")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class EvalOptions:
 
     Attributes:
         device: ``auto`` (CUDA when available, else CPU), ``cpu`` (Triton interpreter,
-            ``TRITON_INTERPRET=1``; correctness only) or ``cuda``.
+            ``TRITON_INTERPRET=1``; correctness only), ``cuda`` or ``cuda:N`` (device N of those
+            ``CUDA_VISIBLE_DEVICES`` shows; the workers see only that device).
         timeout: seconds the candidate may take in all (import, build, trials, timing); on
             expiry it and everything it started are killed and the status is ``timeout``.
         num_trials: correctness trials, each on fresh inputs from a secret seed.
@@ -90,6 +93,14 @@ class EvalOptions:
         disabled_checks: violation codes reported as notices instead of failing the verdict.
         use_audit_tolerance: give problems the task audit flagged as degenerate its stricter
             recommended tolerance (the smaller of it and the configured one), with a notice.
+        baseline: what the candidate is timed against on a GPU: ``eager`` (the reference
+            `Model`), ``compile`` (``torch.compile(Model)``: `speedup` and the reward are
+            against it) or ``both`` (`speedup` against eager, `speedup_vs_compile` as well). The
+            compiled reference is built and timed by the reference worker in the same
+            interleaved pass; on a CPU it is not measured (a ``baseline_unavailable`` notice).
+        candidate_memory_fraction: share of the GPU's memory the candidate's CUDA allocator may
+            take (the rest is the reference's); exceeding it is an out-of-memory error in the
+            candidate, a verdict against it.
     """
 
     device: str = "auto"
@@ -119,10 +130,18 @@ class EvalOptions:
     reward: RewardConfig = field(default_factory=RewardConfig)
     disabled_checks: frozenset[str] = frozenset()
     use_audit_tolerance: bool = True
+    baseline: str = "eager"
+    candidate_memory_fraction: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise OptionsError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        from tritongym.evaluator.device import parse_device
+
+        parse_device(self.device)  # auto, cpu, cuda or cuda:N; OptionsError otherwise
+        if self.baseline not in BASELINES:
+            raise OptionsError(f"baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
+        fraction = self.candidate_memory_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.05 <= fraction <= 0.95:
+            raise OptionsError(f"candidate_memory_fraction must be a number in [0.05, 0.95], got {fraction!r}")
         if self.sandbox not in SANDBOX_MODES:
             raise OptionsError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {self.sandbox!r}")
         if self.tolerance not in TOLERANCE_PRESETS:

@@ -1,35 +1,53 @@
 """Bounds the trusted parent puts on the times a candidate worker reports.
 
-The candidate worker times its own calls, so its figures are claims. Two checks made by the
+The candidate worker times its own calls, so its figures are claims. Three checks made by the
 parent bound them (reward-hacking.md D4, D5, D7, §3.6):
 
-**Physics floor.** A call cannot finish faster than the bytes it must move divided by the
+**Bytes floor.** A call cannot finish faster than the bytes it must move divided by the
 device's bandwidth. The reference worker (a clean process) measures the device-to-device copy
-bandwidth ``B`` (bytes read plus written per second); the task moves at least the bytes of its
-inputs and outputs, ``M``. With a slack of 2 for caches and measurement error:
+bandwidth ``B`` (bytes read plus written per second) at setup; the task moves at least the
+bytes of its inputs and outputs, ``M``. With a slack of 2 for caches and measurement error:
 
-    floor_ms = max(M / (2·B) · 1e3, 1 µs);   candidate median < floor_ms  →  implausible_speedup
+    bytes_floor_ms = max(M / (2·B) · 1e3, 1 µs);   median < bytes_floor_ms  →  implausible_speedup
 
-**Wall-clock cross-check.** The parent times every repetition request's round trip itself.
-Both workers generate inputs and flush the cache with the same code, so the difference of the
-round-trip medians is the difference of the call times:
+**FLOP floor.** The reference's dense matmul FLOPs ``F`` (``mm``, ``bmm``, ``addmm``,
+``baddbmm``, counted by torch's flop counter on a timing input) cannot run faster than the
+device's own half-precision GEMM rate ``R`` (measured at setup; float8 is at most 2× faster):
+
+    flop_floor_ms = F / (2·R) · 1e3
+
+The FLOP count is *nominal*: a candidate that exploits structure the reference ignores (a
+diagonal or triangular operand) does less work honestly. So beating the FLOP floor is a
+violation only when the parent's own clock does not corroborate the reported time; a
+corroborated one is a notice.
+
+**Wall-clock cross-check.** The parent times every repetition's round trip (the ``rep`` request
+and the keep/drop reply after it) itself. Both workers generate inputs and flush the cache with
+the same code, and the candidate's evidence is collected by a separate request *after* the
+parent's clock stops, so both round trips carry the same overhead; rechecked repetitions (whose
+outputs travel back) are left out. The difference of the round-trip medians is the difference of
+the call times:
 
     estimate_ms = median(rt_candidate) − median(rt_reference) + median(t_reference)
-    inconsistent when median(t_candidate) < estimate_ms / 3 − 0.5 ms
+    inconsistent when median(t_candidate) < estimate_ms / 3 − margin_ms
 
-which catches a worker that reports a small fraction of the time it took. The generous margin
-absorbs scheduling noise (on a loaded 2-core host honest reports were seen at half the estimate);
-smaller understatements, and calls under ~0.5 ms, are left to the physics floor and the rechecks.
-The round trip of a repetition spans the ``rep`` request *and* the keep/drop reply after it, so a
-worker that answers ``rep`` early and works afterwards is still timed.
+with ``margin_ms`` from the measured jitter: four standard errors of the two round-trip medians
+(1.2533·σ/√n, σ from the interquartile range), at least 20 µs. On a quiet GPU machine the margin
+is tens of microseconds and the check binds well below a millisecond; on a loaded host it
+widens by itself instead of producing false verdicts.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 #: No GPU call completes, event to event with a device-wide synchronize, in under this.
 ABSOLUTE_FLOOR_MS = 1e-3
+#: The smallest jitter margin of the wall-clock cross-check.
+MIN_MARGIN_MS = 0.02
+#: torch's aten ops whose FLOPs no algorithm a candidate would use avoids on dense operands.
+DENSE_MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm"})
 
 
 def physics_floor_ms(bytes_moved: int, bandwidth_bytes_per_s: float, slack: float = 2.0) -> float:
@@ -39,6 +57,13 @@ def physics_floor_ms(bytes_moved: int, bandwidth_bytes_per_s: float, slack: floa
     return max(bytes_moved / (slack * bandwidth_bytes_per_s) * 1e3, ABSOLUTE_FLOOR_MS)
 
 
+def flop_floor_ms(flops: float, flops_per_s: float, slack: float = 2.0) -> float | None:
+    """Smallest time the nominal dense-matmul FLOPs take at the measured rate; None without either."""
+    if flops <= 0 or flops_per_s <= 0 or not math.isfinite(flops_per_s):
+        return None
+    return flops / (slack * flops_per_s) * 1e3
+
+
 def wall_clock_estimate_ms(candidate_roundtrips_ms: list[float], reference_roundtrips_ms: list[float],
                            reference_ms: list[float]) -> float:
     """The parent's own estimate of the candidate's call time (see the module docstring)."""
@@ -46,7 +71,31 @@ def wall_clock_estimate_ms(candidate_roundtrips_ms: list[float], reference_round
             + statistics.median(reference_ms))
 
 
-def wall_clock_consistent(candidate_ms: list[float], estimate_ms: float,
-                          absolute_margin_ms: float = 0.5, factor: float = 3.0) -> bool:
+def _median_standard_error(samples: list[float]) -> float:
+    if len(samples) < 4:
+        return float("inf")
+    quartiles = statistics.quantiles(samples, n=4)
+    sigma = (quartiles[2] - quartiles[0]) / 1.349
+    return 1.2533 * sigma / math.sqrt(len(samples))
+
+
+def jitter_margin_ms(candidate_roundtrips_ms: list[float], reference_roundtrips_ms: list[float],
+                     standard_errors: float = 4.0) -> float:
+    """The cross-check's margin: `standard_errors` × the standard error of the estimate, ≥ 20 µs.
+
+    With fewer than 4 round trips a side the jitter is unknown and the margin is infinite (no
+    verdict from the cross-check).
+    """
+    error = math.hypot(_median_standard_error(candidate_roundtrips_ms), _median_standard_error(reference_roundtrips_ms))
+    return max(MIN_MARGIN_MS, standard_errors * error)
+
+
+def wall_clock_consistent(candidate_ms: list[float], estimate_ms: float, margin_ms: float,
+                          factor: float = 3.0) -> bool:
     """False when the reported median is a small fraction of what the parent's clock says."""
-    return statistics.median(candidate_ms) >= estimate_ms / factor - absolute_margin_ms
+    return statistics.median(candidate_ms) >= estimate_ms / factor - margin_ms
+
+
+def corroborated(reported_ms: float, estimate_ms: float, margin_ms: float, factor: float = 1.5) -> bool:
+    """Whether the parent's clock confirms a reported time (within `factor` and the jitter margin)."""
+    return estimate_ms <= reported_ms * factor + margin_ms

@@ -41,7 +41,7 @@ class ReferenceRunner:
 
     Args:
         problem: the problem to run.
-        device: ``cpu`` or ``cuda``.
+        device: ``cpu``, ``cuda`` or ``cuda:N`` (the worker is shown only that device).
         timeout: seconds each request may take before the problem is declared too slow.
         memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
 
@@ -75,6 +75,8 @@ class ReferenceRunner:
         # frame bound beyond memory itself (buffers still grow only as bytes arrive).
         self.channel = Channel(parent_end, max_message_bytes=1 << 40)
         self.seconds_spent = 0.0
+        #: On a GPU, what the worker set for float32 (TF32 off), from its ``ready`` reply.
+        self.fp32_note: str | None = None
 
     def __enter__(self) -> ReferenceRunner:
         return self
@@ -120,7 +122,10 @@ class ReferenceRunner:
 
     def setup(self, weight_seed: int) -> Any:
         """Build `Model` under `weight_seed`; returns ``get_init_inputs()`` (drawn under the same seed)."""
-        return self.request("setup", {"weight_seed": weight_seed}, "ready")["init_inputs"]
+        ready = self.request("setup", {"weight_seed": weight_seed}, "ready")
+        note = ready.get("fp32")
+        self.fp32_note = note if isinstance(note, str) else None
+        return ready["init_inputs"]
 
     def trial(self, seed: int, family: str = FAMILY_TASK, truth: bool = False) -> ReferenceTrial:
         """Inputs from `seed` (perturbed by `family`) and the reference's outputs on them."""

@@ -6,7 +6,12 @@ trial inputs and expected outputs, forwards only the inputs to the candidate wor
 compares in the parent. It runs the problem's code, so a broken problem fails here and becomes a
 `ProblemError` in the parent, never a verdict against a candidate.
 
-Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs}``;
+On a GPU it pins IEEE float32 (TF32 off for matmul and cuDNN, `device.pin_ieee_fp32`) before
+the problem is loaded: expected outputs and the baseline's speed are float32's, not TF32's. It
+also allocates its timing buffers at setup (the L2 flush buffer, the bandwidth and matmul-rate
+probes), before the candidate has run, so a candidate that fills the GPU cannot make them fail.
+
+Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs, fp32}``;
 ``trial {seed, family, truth}`` → ``trial {inputs, expected, compute_ops, finite, truth}``
 (``truth`` is the float64 evaluation of the same inputs, for the precision check, or None
 when asked not to or when the model cannot run in float64); ``expected_for {seed}`` →
@@ -24,9 +29,17 @@ import torch
 
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.device import pin_ieee_fp32, tf32_enabled
 from tritongym.evaluator.families import all_finite, perturb
 from tritongym.evaluator.optrace import OpTrace
-from tritongym.evaluator.timing import TimingSession, timing_inputs
+from tritongym.evaluator.plausibility import DENSE_MATMUL_OPS
+from tritongym.evaluator.timing import (
+    RepTimer,
+    TimingSession,
+    measure_copy_bandwidth,
+    measure_matmul_rate,
+    timing_inputs,
+)
 
 
 class ReferenceWorker:
@@ -39,6 +52,9 @@ class ReferenceWorker:
         self.model64: torch.nn.Module | None = None
         self.model64_error: str | None = None
         self.timing: TimingSession | None = None
+        self.timer: RepTimer | None = None
+        self.measured: dict[str, float] | None = None
+        self.fp32 = pin_ieee_fp32() if device.type == "cuda" else None
 
     def setup(self, weight_seed: int) -> None:
         self.module = common.load_module(self.source, "reference_problem")
@@ -48,7 +64,15 @@ class ReferenceWorker:
         common.seed_everything(weight_seed)
         model = self.module.Model(*common.to_device(args, self.device), **common.to_device(kwargs, self.device))
         self.model = model.to(self.device)
-        self.channel.send("ready", {"init_inputs": init_inputs})
+        if self.device.type == "cuda":
+            # Before the candidate's trials: its allocations cannot starve these later.
+            self.timer = RepTimer(self.device)
+            self.measured = {"bytes_per_s": measure_copy_bandwidth(self.device),
+                             "flops_per_s": measure_matmul_rate(self.device)}
+        fp32 = None
+        if self.fp32 is not None:
+            fp32 = self.fp32 if not tf32_enabled() else "the problem switched TF32 back on"
+        self.channel.send("ready", {"init_inputs": init_inputs, "fp32": fp32})
 
     def trial(self, seed: int, family: str, want_truth: bool) -> None:
         common.seed_everything(seed)
@@ -88,6 +112,27 @@ class ReferenceWorker:
             self.model64_error = f"{type(exc).__name__}: {exc}"
             return None
 
+    def dense_matmul_flops(self) -> dict[str, int]:
+        """The nominal dense-matmul FLOPs of one forward on a timing input (torch's flop counter)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        inputs = timing_inputs(self.module, 0, self.device)
+        with torch.no_grad(), counter:
+            self.model(*inputs)
+        counts = counter.get_flop_counts().get("Global", {})
+        return {"dense_matmul_flops": int(sum(v for op, v in counts.items()
+                                              if getattr(op, "__name__", "") in DENSE_MATMUL_OPS))}
+
+    def start_timing(self, payload: dict[str, Any]) -> None:
+        variants = {}
+        if self.device.type == "cuda":
+            variants["compile"] = lambda: torch.compile(self.model)
+        self.timing = TimingSession(self.channel, self.model, self.module, self.device, timer=self.timer,
+                                    variants=variants, measured=self.measured,
+                                    extra_ready=self.dense_matmul_flops if self.device.type == "cuda" else None)
+        self.timing.handle("time_start", payload)
+
     def expected_for(self, seed: int) -> None:
         inputs = timing_inputs(self.module, seed, self.device)
         with torch.no_grad():
@@ -108,8 +153,7 @@ class ReferenceWorker:
                 elif message.kind == "expected_for":
                     self.expected_for(int(message.payload["seed"]))
                 elif message.kind == "time_start":
-                    self.timing = TimingSession(self.channel, self.model, self.module, self.device)
-                    self.timing.handle(message.kind, message.payload)
+                    self.start_timing(message.payload)
                 elif self.timing is not None and self.timing.handle(message.kind, message.payload):
                     pass
                 elif message.kind == "exit":

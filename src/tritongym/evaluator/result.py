@@ -73,7 +73,7 @@ class NoticeCode(_StrEnum):
     REFERENCE_IEEE_FP32 = "reference_ieee_fp32"  # the reference ran with TF32 off (IEEE float32 matmul and cuDNN)
     BASELINE_UNAVAILABLE = "baseline_unavailable"  # the torch.compile baseline was asked for but not measured
     TIMING_TAIL_CHARGED = "timing_tail_charged"  # work ran on after the end event (side streams); it was charged
-    FLOP_FLOOR_BEATEN = "flop_floor_beaten"  # faster than the nominal matmul FLOPs allow, confirmed by the parent's clock
+    FLOP_FLOOR_BEATEN = "flop_floor_beaten"  # below the nominal matmul FLOP floor, confirmed by the parent clock
 
 
 @dataclass(frozen=True)

@@ -128,8 +128,20 @@ def synchronize(device: torch.device) -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed torch's CPU and CUDA generators (what KernelBench's harness seeds)."""
+    """Seed torch's CPU and CUDA generators, `random` and numpy's global generator.
+
+    Problems that draw inputs with `random` or `numpy.random` must get the same inputs in both
+    workers for the same seed (a timed output is rechecked against the reference's).
+    """
+    import random
+
     torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+    except ImportError:  # numpy is optional for torch; problems that use it need it installed
+        return
+    numpy.random.seed(seed % (1 << 32))
 
 
 def open_channel(fd: int) -> Channel:

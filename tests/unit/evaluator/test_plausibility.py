@@ -1,4 +1,4 @@
-"""The parent's bounds on reported times: physics floor and wall-clock cross-check."""
+"""The parent's bounds on reported times: bytes floor, FLOP floor and the wall-clock cross-check."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ import pytest
 
 from tritongym.evaluator.plausibility import (
     ABSOLUTE_FLOOR_MS,
+    MIN_MARGIN_MS,
+    corroborated,
+    flop_floor_ms,
+    jitter_margin_ms,
     physics_floor_ms,
     wall_clock_consistent,
     wall_clock_estimate_ms,
@@ -22,6 +26,16 @@ def test_physics_floor_never_drops_below_the_absolute_floor():
     assert physics_floor_ms(10**9, 0.0) == ABSOLUTE_FLOOR_MS
 
 
+def test_flop_floor_binds_a_compute_bound_gemm_far_above_its_bytes_floor():
+    # A 4096³ float32 GEMM: 137 GFLOP; 3 × 64 MiB moved. At an H100-like measured 700 TFLOP/s
+    # half-precision rate the FLOP floor is ~0.098 ms; the bytes floor at 3 TB/s is ~0.034 ms.
+    flops = 2 * 4096**3
+    floor = flop_floor_ms(flops, 700e12)
+    assert floor == pytest.approx(flops / 1.4e15 * 1e3)
+    assert floor > 2.5 * physics_floor_ms(3 * 4096 * 4096 * 4, 3e12)
+    assert flop_floor_ms(0, 700e12) is None and flop_floor_ms(flops, 0.0) is None
+
+
 def test_wall_clock_estimate_removes_the_shared_overhead():
     # Round trips carry the same input generation, flush and messaging on both sides (~2 ms).
     estimate = wall_clock_estimate_ms([7.0, 7.1, 6.9], [3.0, 3.1, 2.9], [1.0, 1.0, 1.0])
@@ -30,11 +44,37 @@ def test_wall_clock_estimate_removes_the_shared_overhead():
 
 def test_honest_reports_are_consistent_and_a_tenfold_understatement_is_not():
     estimate = wall_clock_estimate_ms([12.0] * 5, [3.0] * 5, [1.0] * 5)  # the call takes ~10 ms
-    assert wall_clock_consistent([9.6, 9.8, 10.1], estimate)
-    assert wall_clock_consistent([5.0, 5.2, 4.9], estimate)  # scheduling noise on a loaded host
-    assert not wall_clock_consistent([1.0, 1.0, 1.0], estimate)
+    margin = jitter_margin_ms([12.0, 12.1, 11.9, 12.0, 12.2], [3.0, 3.1, 2.9, 3.0, 3.05])
+    assert wall_clock_consistent([9.6, 9.8, 10.1], estimate, margin)
+    assert wall_clock_consistent([5.0, 5.2, 4.9], estimate, margin)  # scheduling noise on a loaded host
+    assert not wall_clock_consistent([1.0, 1.0, 1.0], estimate, margin)
 
 
-def test_small_calls_are_judged_with_the_absolute_margin():
-    estimate = wall_clock_estimate_ms([2.3] * 3, [2.0] * 3, [0.1] * 3)  # ~0.4 ms
-    assert wall_clock_consistent([0.05] * 3, estimate)  # within 0.5 ms: left to the floor and rechecks
+def test_a_quiet_machine_binds_well_below_a_millisecond():
+    # The old fixed 0.5 ms margin let any call under ~1.5 ms report anything. With round trips
+    # that jitter by a few µs, a 0.3 ms call reported as 0.01 ms is caught.
+    cand_rt = [0.80 + 0.004 * (i % 5) for i in range(30)]
+    ref_rt = [0.55 + 0.004 * (i % 5) for i in range(30)]
+    estimate = wall_clock_estimate_ms(cand_rt, ref_rt, [0.05] * 30)  # ≈ 0.30 ms
+    margin = jitter_margin_ms(cand_rt, ref_rt)
+    assert MIN_MARGIN_MS <= margin < 0.03
+    assert not wall_clock_consistent([0.01] * 30, estimate, margin)
+    assert wall_clock_consistent([0.28] * 30, estimate, margin)
+
+
+def test_a_noisy_host_widens_the_margin_instead_of_flagging_honest_calls():
+    cand_rt = [2.0, 9.0, 2.5, 12.0, 3.0, 2.2, 8.0, 2.1]
+    ref_rt = [1.0, 6.0, 1.2, 1.1, 9.0, 1.3, 1.0, 5.0]
+    margin = jitter_margin_ms(cand_rt, ref_rt)
+    assert margin > 1.0
+    estimate = wall_clock_estimate_ms(cand_rt, ref_rt, [0.5] * 8)
+    assert wall_clock_consistent([0.6] * 8, estimate, margin)
+
+
+def test_too_few_round_trips_give_no_verdict():
+    assert jitter_margin_ms([1.0, 1.0], [0.5, 0.5]) == float("inf")
+
+
+def test_a_fast_report_is_corroborated_only_when_the_parents_clock_agrees():
+    assert corroborated(0.05, estimate_ms=0.06, margin_ms=0.02)
+    assert not corroborated(0.05, estimate_ms=0.40, margin_ms=0.02)

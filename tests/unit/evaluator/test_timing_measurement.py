@@ -1,0 +1,272 @@
+"""The parent's measurement phases against scripted workers: every bad reply is a verdict.
+
+A scripted candidate (replies chosen per request) and a scripted reference stand in for the
+worker processes; the `_Evaluation`, the phases, the plausibility rules and the GPU lock are the
+real ones (the lock in a temporary folder). "cuda" here only selects the GPU rules: no device is
+touched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import tritongym
+from tritongym.errors import OptionsError
+from tritongym.evaluator import measurement
+from tritongym.evaluator.channel import Message
+from tritongym.evaluator.options import EvalOptions
+from tritongym.evaluator.parent import _Evaluation
+from tritongym.evaluator.result import EvalResult, NoticeCode, Status, TimingReport, ViolationCode
+from tritongym.evaluator.session import CandidateFailed
+
+PROBLEM = tritongym.builtin_suite()[0]
+
+
+@pytest.fixture(autouse=True)
+def private_lock_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITONGYM_LOCK_DIR", str(tmp_path / "locks"))
+    (tmp_path / "locks").mkdir()
+
+
+@dataclass
+class Process:
+    def wait_exit(self, grace: float) -> str:
+        return "exited with code 0"
+
+
+@dataclass
+class ScriptedCandidate:
+    """Answers each request kind with `replies[kind]` (a dict, or a callable of the payload)."""
+
+    replies: dict[str, Any]
+    process: Process = field(default_factory=Process)
+    requests: list[str] = field(default_factory=list)
+
+    def request(self, kind: str, payload: Any = None) -> Message:
+        self.requests.append(kind)
+        reply = self.replies[kind]
+        reply = reply(payload) if callable(reply) else reply
+        answer = {"time_start": "time_ready", "rep": "rep_done", "drop": "dropped", "keep": "output",
+                  "observe": "observed", "profile": "profiled"}[kind]
+        return Message(answer, reply)
+
+
+@dataclass
+class ScriptedReference:
+    ms: float = 1.0
+    flops: int = 0
+    flops_per_s: float = 0.0
+    fp32_note: str | None = None
+    variants: dict[str, Any] = field(default_factory=dict)
+
+    def request(self, kind: str, payload: Any, expect: str) -> dict[str, Any]:
+        if kind == "time_start":
+            return {"method": "scripted", "device_name": "fake", "variants": self.variants,
+                    "dense_matmul_flops": self.flops}
+        if kind == "rep":
+            return {"ms": self.ms * (0.5 if payload.get("variant") == "compile" else 1.0), "host_ms": self.ms}
+        if kind == "drop":
+            return {}
+        if kind == "bandwidth":
+            return {"bytes_per_s": 3e12, "flops_per_s": self.flops_per_s}
+        raise AssertionError(kind)
+
+
+def evaluation(device: str = "cpu", **options: Any) -> _Evaluation:
+    opts = EvalOptions(device="cpu", time_on_cpu=True, timing_reps=6, timing_blocks=2, timing_rechecks=0, **options)
+    return _Evaluation(problem=PROBLEM, solution_source="", options=opts, device=device, sandbox="none")
+
+
+def honest_candidate(ms: float = 1.0, **extra: Any) -> ScriptedCandidate:
+    return ScriptedCandidate({"time_start": {}, "rep": {"ms": ms, "host_ms": ms, "tail_ms": 0.0, "charged": False},
+                              "drop": {}, "observe": {"threads_before": 1, "threads_after": 1, "tampered": [],
+                                                      "refused": []}, **extra})
+
+
+# -- timing ------------------------------------------------------------------------------------
+
+def test_honest_timing_builds_the_report_and_observes_after_every_rep():
+    run = evaluation()
+    candidate = honest_candidate()
+    measurement.run_timing(run, ScriptedReference(), candidate)
+    assert run.violations == {}
+    assert run.timing is not None and run.timing.candidate_reps == 6 and run.timing.baseline == "eager"
+    # observe follows every rep's drop, outside the round trip the parent times
+    assert candidate.requests[1:4] == ["rep", "drop", "observe"]
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0.0, math.nan, math.inf, "1.0", True, None])
+def test_a_non_positive_or_non_numeric_time_is_implausible_timing(bad):
+    run = evaluation()
+    candidate = honest_candidate()
+    candidate.replies["rep"] = {"ms": bad, "host_ms": 1.0}
+    measurement.run_timing(run, ScriptedReference(), candidate)
+    assert ViolationCode.IMPLAUSIBLE_TIMING in run.violations
+
+
+def test_a_garbage_rep_reply_is_a_crash_not_an_exception():
+    candidate = honest_candidate()
+    candidate.replies["observe"] = ["not", "an", "object"]
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_timing(evaluation(), ScriptedReference(), candidate)
+    assert failed.value.status == Status.CRASHED
+
+
+def test_tampering_seen_after_a_timed_call_is_a_violation_and_a_clean_run_is_not():
+    candidate = honest_candidate()
+    candidate.replies["observe"] = {"threads_before": 1, "threads_after": 2, "tampered": ["time.perf_counter"],
+                                    "refused": []}
+    run = evaluation()
+    measurement.run_timing(run, ScriptedReference(), candidate)
+    assert {ViolationCode.HARNESS_TAMPERING, ViolationCode.BACKGROUND_THREAD} <= set(run.violations)
+
+
+def test_charged_side_stream_tails_are_reported():
+    candidate = honest_candidate()
+    candidate.replies["rep"] = {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.9, "charged": True}
+    run = evaluation()
+    measurement.run_timing(run, ScriptedReference(), candidate)
+    assert run.timing.charged_reps == 6
+    assert any(n.code == NoticeCode.TIMING_TAIL_CHARGED for n in run.notices)
+
+
+def test_the_flop_floor_needs_the_parents_clock_to_confirm_a_fast_report(monkeypatch):
+    # A 4096³ GEMM at 700 TFLOP/s: floor ≈ 0.098 ms. A candidate reporting 0.01 ms:
+    # the parent's round trips say the call takes as long as the reference's (≈ 1 ms) → violation.
+    reference = ScriptedReference(ms=1.0, flops=2 * 4096**3, flops_per_s=700e12)
+    run = evaluation(device="cuda")
+    run.bytes_moved = 1000
+    measurement.run_timing(run, reference, honest_candidate(ms=0.01))
+    assert ViolationCode.IMPLAUSIBLE_SPEEDUP in run.violations
+    assert "dense matmul FLOPs" in run.violations[ViolationCode.IMPLAUSIBLE_SPEEDUP].message
+    assert run.timing.flop_floor_ms == pytest.approx(2 * 4096**3 / 1.4e15 * 1e3)
+
+
+def test_a_fast_report_the_parents_clock_confirms_is_a_notice(monkeypatch):
+    # Structure the reference ignores (a diagonal operand): honestly faster than the nominal FLOPs.
+    monkeypatch.setattr(measurement.plausibility, "wall_clock_estimate_ms", lambda *a: 0.011)
+    reference = ScriptedReference(ms=1.0, flops=2 * 4096**3, flops_per_s=700e12)
+    run = evaluation(device="cuda")
+    run.bytes_moved = 1000
+    measurement.run_timing(run, reference, honest_candidate(ms=0.01))
+    assert ViolationCode.IMPLAUSIBLE_SPEEDUP not in run.violations
+    assert any(n.code == NoticeCode.FLOP_FLOOR_BEATEN for n in run.notices)
+
+
+def test_both_baselines_are_timed_in_one_pass_and_speedup_vs_compile_follows():
+    run = evaluation(device="cuda", baseline="both")
+    run.bytes_moved = 1000
+    measurement.run_timing(run, ScriptedReference(ms=1.0), honest_candidate(ms=0.25))
+    timing = run.timing
+    assert timing.baseline == "eager" and timing.reference_median_ms == pytest.approx(1.0)
+    assert timing.compile_reference_median_ms == pytest.approx(0.5)
+    assert measurement.speedup_vs_compile(timing, 100.0) == pytest.approx(2.0)
+    assert measurement.speedup_vs_compile(timing, 1.5) == 1.5
+
+
+def test_a_compile_baseline_that_fails_to_build_falls_back_to_eager_with_a_notice():
+    reference = ScriptedReference(variants={"compile": "BackendCompilerFailed: no C compiler"})
+    run = evaluation(device="cuda", baseline="compile")
+    run.bytes_moved = 1000
+    measurement.run_timing(run, reference, honest_candidate())
+    assert run.timing.baseline == "eager" and run.timing.compile_reference_median_ms is None
+    assert any(n.code == NoticeCode.BASELINE_UNAVAILABLE and "no C compiler" in n.message for n in run.notices)
+
+
+def test_the_cpu_path_says_the_compile_baseline_is_unavailable():
+    run = evaluation(baseline="both")
+    measurement.note_device(run, ScriptedReference())
+    measurement.run_timing(run, ScriptedReference(), honest_candidate())
+    notices = [n for n in run.notices if n.code == NoticeCode.BASELINE_UNAVAILABLE]
+    assert len(notices) == 1 and "GPU only" in notices[0].message
+    assert run.timing.compile_reference_median_ms is None
+    assert measurement.speedup_vs_compile(run.timing, 100.0) is None
+    quiet = evaluation()
+    measurement.note_device(quiet, ScriptedReference())
+    assert quiet.notices == []
+
+
+def test_the_reference_fp32_pin_is_said_in_the_result():
+    run = evaluation(device="cuda")
+    measurement.note_device(run, ScriptedReference(fp32_note="torch.backends.cudnn.allow_tf32 = False"))
+    assert any(n.code == NoticeCode.REFERENCE_IEEE_FP32 and "cudnn" in n.message for n in run.notices)
+
+
+# -- profiling ---------------------------------------------------------------------------------
+
+def profiled(**reply: Any) -> ScriptedCandidate:
+    return ScriptedCandidate({"profile": reply})
+
+
+@pytest.mark.parametrize("kernels", [
+    [["k", -5.0, 1]],
+    [["k", math.nan, 1]],
+    [["k", math.inf, 1]],
+    [["k", "12", 1]],
+    [["k", 1.0, -1]],
+    [["k", 1.0, True]],
+    [[3, 1.0, 1]],
+    [["k", 1.0]],
+    "kernels",
+    None,
+])
+def test_a_bad_profile_reply_is_a_crash_inside_the_phase(kernels):
+    run = evaluation(device="cuda")
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_profile(run, profiled(kernels=kernels, candidate_kernels=["k"]))
+    assert failed.value.status == Status.CRASHED
+
+
+def test_bad_name_lists_are_crashes_too():
+    run = evaluation(device="cuda")
+    with pytest.raises(CandidateFailed):
+        measurement.run_profile(run, profiled(kernels=[["k", 1.0, 1]], candidate_compiled_kernels=[1]))
+    with pytest.raises(CandidateFailed):
+        measurement.run_profile(run, profiled(kernels=[["k", 1.0, 1]], candidate_kernels=["k"],
+                                              candidate_launch_counts={"k": -1}))
+
+
+def test_coverage_uses_the_exact_compiled_names_and_the_launch_counts():
+    run = evaluation(device="cuda")
+    reply = {"kernels": [["ampere_sgemm_128x64_tn", 90.0, 2], ["add_kernel", 10.0, 1]],
+             "candidate_kernels": ["add_kernel", "ampere_sgemm_128x64_tn"],
+             "candidate_compiled_kernels": ["add_kernel", "ampere_sgemm_128x64_tn"],
+             "candidate_launch_counts": {"add_kernel": 1, "ampere_sgemm_128x64_tn": 1}}
+    measurement.run_profile(run, profiled(**reply))
+    assert run.coverage == pytest.approx(0.1)
+    assert [k.candidate for k in run.kernel_profile] == [False, True]
+
+
+def test_tampering_reported_with_the_profile_is_a_violation():
+    run = evaluation(device="cuda")
+    measurement.run_profile(run, profiled(kernels=[["k", 1.0, 1]], candidate_compiled_kernels=["k"],
+                                          tampered=["torch.autograd.DeviceType"], refused=[]))
+    assert ViolationCode.HARNESS_TAMPERING in run.violations
+    control = evaluation(device="cuda")
+    measurement.run_profile(control, profiled(kernels=[["k", 1.0, 1]], candidate_compiled_kernels=["k"],
+                                              tampered=[], refused=[]))
+    assert control.violations == {} and control.coverage == 1.0
+
+
+# -- options and the result's new fields --------------------------------------------------------
+
+def test_baseline_and_device_index_options_round_trip_and_are_validated():
+    options = EvalOptions(device="cuda:1", baseline="both")
+    assert (options.device, options.baseline) == ("cuda:1", "both")
+    for bad in ({"baseline": "inductor"}, {"device": "gpu"}, {"device": "cuda:-1"}, {"device": "cuda:x"},
+                {"candidate_memory_fraction": 1.0}, {"candidate_memory_fraction": True}):
+        with pytest.raises(OptionsError):
+            EvalOptions(**bad)
+
+
+def test_speedup_vs_compile_survives_the_json_round_trip():
+    result = EvalResult(status=Status.OK, speedup=2.0, speedup_vs_compile=1.25,
+                        timing=TimingReport("m", "d", 1.0, 0.5, 3, 3, baseline="eager",
+                                            compile_reference_median_ms=0.625, charged_reps=1))
+    back = EvalResult.from_dict(result.to_dict())
+    assert back.speedup_vs_compile == 1.25 and back.timing.compile_reference_median_ms == 0.625
+    assert EvalResult.from_dict({"status": "ok"}).speedup_vs_compile is None
