@@ -70,11 +70,17 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_lazy_partial_triton_gets_low_coverage(tmp_path):
+def test_lazy_partial_triton_is_a_fallback_and_its_coverage_is_low(tmp_path):
+    # The GEMM, all of the reference's FLOPs, stays in PyTorch: the work-based fallback rule
+    # rejects it. With that check turned off, coverage shows how little the candidate's kernel does.
     path = tmp_path / "partial.py"
     path.write_text(PARTIAL)
     problem = SUITE["12_linear_gelu"]
-    result = tritongym.evaluate(problem, path, device="cuda", timing_reps=6, timing_blocks=2)
+    rejected = tritongym.evaluate(problem, path, device="cuda", timing_reps=6, timing_blocks=2)
+    assert rejected.status == Status.INTEGRITY_VIOLATION
+    assert "pytorch_fallback" in [v.code for v in rejected.violations]
+    result = tritongym.evaluate(problem, path, device="cuda", timing_reps=6, timing_blocks=2,
+                                disabled_checks={"pytorch_fallback"})
     assert result.status == Status.OK, (result.error, result.violations)
     assert result.coverage is not None and result.coverage < 0.9
     assert any(not k.candidate for k in result.kernel_profile)  # cuBLAS/ATen kernels are listed
@@ -122,8 +128,10 @@ def test_side_stream_work_is_inside_the_measured_time(tmp_path):
     honest = tritongym.evaluate(problem, solution("07_softmax"), device="cuda", timing_reps=9, timing_blocks=3)
     assert sneaky.status == Status.OK and honest.status == Status.OK
     # 50 launches on a side stream cannot look faster than 1 launch: the device-wide synchronize
-    # before the end event waits for them.
+    # after the end event waits for them, and the tail is charged.
     assert sneaky.timing.candidate_median_ms > honest.timing.candidate_median_ms
+    assert sneaky.timing.charged_reps > sneaky.timing.candidate_reps // 2
+    assert honest.timing.charged_reps < honest.timing.candidate_reps // 2
 
 
 def test_the_static_gate_still_rejects_side_streams(tmp_path):
