@@ -239,3 +239,52 @@ def test_worker_common_seeds_numpy_only_through_its_global_generator():
     seed_everything(5)
     assert (random.random(), numpy.random.rand(), torch.rand(1).item()) == a
     assert "numpy" in sys.modules
+
+
+MATMUL_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 8)
+
+    def forward(self, a, b):
+        return torch.relu(self.linear(a @ b))
+
+def get_inputs():
+    return [torch.randn(4, 32), torch.randn(32, 16)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_reference_counts_dense_matmul_flops_for_the_flop_floor(tmp_path):
+    from tritongym.evaluator.reference_worker import ReferenceWorker
+
+    path = tmp_path / "problem.py"
+    path.write_text(MATMUL_PROBLEM)
+    worker = ReferenceWorker(RecordingChannel(), str(path), torch.device("cpu"))
+    worker.module = _module(MATMUL_PROBLEM)
+    worker.model = worker.module.Model()
+    # a @ b: 2·4·32·16; the linear layer (addmm): 2·4·16·8; relu is not a matmul.
+    assert worker.dense_matmul_flops() == {"dense_matmul_flops": 2 * 4 * 32 * 16 + 2 * 4 * 16 * 8}
+
+
+def test_a_gpu_reference_worker_pins_ieee_fp32_before_loading_the_problem(tmp_path):
+    from tritongym.evaluator.reference_worker import ReferenceWorker
+
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        worker = ReferenceWorker(RecordingChannel(), str(tmp_path / "unused.py"), torch.device("cuda"))
+        assert worker.fp32 and "cudnn.allow_tf32 = False" in worker.fp32
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        cpu = ReferenceWorker(RecordingChannel(), str(tmp_path / "unused.py"), torch.device("cpu"))
+        assert cpu.fp32 is None
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])
