@@ -66,12 +66,13 @@ def _probe_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0 + 1.0, mask=mask)
 
 
-def probe_device(device: torch.device | str) -> str | None:
+def probe_device(device: torch.device | str, triton_kernel: bool = True) -> str | None:
     """None when CUDA initialises and a Triton kernel compiles, launches and computes; else why not.
 
     Run it in a worker before importing candidate code: a failure here is the environment's
     (driver, device node, C compiler for Triton's launcher, cache directory), and the caller
-    raises an `EvaluatorError` rather than scoring it against the candidate.
+    raises an `EvaluatorError` rather than scoring it against the candidate. With
+    ``triton_kernel=False`` (the reference worker, which runs no Triton) only CUDA is checked.
     """
     device = torch.device(device)
     if device.type != "cuda":
@@ -82,7 +83,10 @@ def probe_device(device: torch.device | str) -> str | None:
             torch.cuda.set_device(device)
         x = torch.arange(100, dtype=torch.float32, device=device)
         y = torch.empty_like(x)
-        _probe_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+        if triton_kernel:
+            _probe_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+        else:
+            torch.add(x * 2.0, 1.0, out=y)
         torch.cuda.synchronize(device)
         if not torch.equal(y.cpu(), torch.arange(100, dtype=torch.float32) * 2 + 1):
             return "a probe Triton kernel ran but computed wrong values: the device or driver is faulty"

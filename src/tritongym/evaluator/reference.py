@@ -116,6 +116,9 @@ class ReferenceRunner:
         if message.kind == "error":
             detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
             raise ProblemError(f"problem {name}: the reference failed during {kind}:\n{detail}")
+        if message.kind == "device_error":
+            detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
+            raise EvaluatorError(f"the GPU failed in the reference worker before the problem was loaded: {detail}")
         if message.kind != expect or not isinstance(message.payload, dict):
             raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
         return message.payload

@@ -11,7 +11,8 @@ the problem is loaded: expected outputs and the baseline's speed are float32's, 
 also allocates its timing buffers at setup (the L2 flush buffer, the bandwidth and matmul-rate
 probes), before the candidate has run, so a candidate that fills the GPU cannot make them fail.
 
-Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs, fp32}``;
+Protocol (parent → reference): ``setup {weight_seed}`` → ``ready {init_inputs, fp32}`` (or
+``device_error {message}`` when CUDA does not work, which the parent raises as `EvaluatorError`);
 ``trial {seed, family, truth}`` → ``trial {inputs, expected, compute_ops, finite, truth}``
 (``truth`` is the float64 evaluation of the same inputs, for the precision check, or None
 when asked not to or when the model cannot run in float64); ``expected_for {seed}`` →
@@ -29,7 +30,7 @@ import torch
 
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
-from tritongym.evaluator.device import pin_ieee_fp32, tf32_enabled
+from tritongym.evaluator.device import pin_ieee_fp32, probe_device, tf32_enabled
 from tritongym.evaluator.families import all_finite, perturb
 from tritongym.evaluator.optrace import OpTrace
 from tritongym.evaluator.plausibility import DENSE_MATMUL_OPS
@@ -57,6 +58,13 @@ class ReferenceWorker:
         self.fp32 = pin_ieee_fp32() if device.type == "cuda" else None
 
     def setup(self, weight_seed: int) -> None:
+        if self.device.type == "cuda":
+            # A driver or device failure is the machine's, not the problem's (ReferenceRunner
+            # raises EvaluatorError for it).
+            failure = probe_device(self.device, triton_kernel=False)
+            if failure is not None:
+                self.channel.send("device_error", {"message": failure})
+                return
         self.module = common.load_module(self.source, "reference_problem")
         common.seed_everything(weight_seed)
         init_inputs = self.module.get_init_inputs()

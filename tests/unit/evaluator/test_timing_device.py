@@ -179,3 +179,34 @@ def test_pin_ieee_fp32_turns_tf32_off():
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[0], saved[1]
         torch.set_float32_matmul_precision(saved[2])
+
+
+def test_a_broken_gpu_in_the_reference_worker_is_an_evaluator_error_not_a_problem_error(tmp_path):
+    # On this CPU-only torch, CUDA cannot initialise: exactly a driver failure as the worker sees it.
+    from tritongym.evaluator.reference_worker import ReferenceWorker
+
+    sent: list[tuple[str, dict]] = []
+    channel = type("Recording", (), {"send": lambda self, kind, payload=None: sent.append((kind, payload))})()
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        worker = ReferenceWorker(channel, str(tmp_path / "problem.py"), torch.device("cuda"))
+        if torch.cuda.is_available():
+            pytest.skip("CUDA works here")
+        worker.setup(weight_seed=1)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])
+    assert sent and sent[0][0] == "device_error" and "GPU probe failed" in sent[0][1]["message"]
+    assert worker.module is None  # the problem was never loaded
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where CUDA does not work")
+def test_reference_runner_raises_evaluator_error_when_the_gpu_does_not_work():
+    import tritongym
+    from tritongym.evaluator.reference import ReferenceRunner
+
+    problem = tritongym.builtin_suite()[0]
+    with ReferenceRunner(problem, device="cuda:0", timeout=120) as runner:
+        with pytest.raises(EvaluatorError, match="GPU failed in the reference worker"):
+            runner.setup(weight_seed=1)
