@@ -81,11 +81,16 @@ class CudaClock:
     zero_: Callable[[Any], Any]
 
 
-def cuda_clock(device: torch.device) -> CudaClock:
-    """The real clock for `device` (its own device-wide synchronize)."""
-    return CudaClock(synchronize=lambda: _cuda_synchronize(device),
-                     new_event=lambda: _Event(enable_timing=True), record=_event_record,
-                     wait=_event_synchronize, elapsed_ms=_event_elapsed, zero_=_zero)
+def cuda_clock(device: torch.device, _sync: Any = _cuda_synchronize, _event: Any = _Event,
+               _record: Any = _event_record, _wait: Any = _event_synchronize, _elapsed: Any = _event_elapsed,
+               _zero_: Any = _zero) -> CudaClock:
+    """The real clock for `device` (its own device-wide synchronize).
+
+    The calls are bound as default arguments when this module is imported, before any candidate
+    code runs: rebinding this module's globals later changes nothing here (and is reported).
+    """
+    return CudaClock(synchronize=lambda: _sync(device), new_event=lambda: _event(enable_timing=True),
+                     record=_record, wait=_wait, elapsed_ms=_elapsed, zero_=_zero_)
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,8 @@ class RepTimer:
                     f"after the end event, tail over {self.tail_bound_ms:.3g} ms charged; fresh inputs per rep")
         return "host clock on CPU (Triton interpreter; not meaningful for GPU speed)"
 
-    def time_call(self, fn: Any, inputs: list[Any]) -> RepTime:
+    def time_call(self, fn: Any, inputs: list[Any], _perf_counter: Any = _perf_counter,
+                  _no_grad: Any = _no_grad) -> RepTime:
         """Run ``fn(*inputs)`` once and time it (see the module docstring for the order)."""
         if not self.cuda:
             start = _perf_counter()

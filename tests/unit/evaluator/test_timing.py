@@ -288,3 +288,20 @@ def test_a_gpu_reference_worker_pins_ieee_fp32_before_loading_the_problem(tmp_pa
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[0], saved[1]
         torch.set_float32_matmul_precision(saved[2])
+
+
+def test_rebinding_the_timing_modules_globals_does_not_change_the_clock(monkeypatch):
+    # A candidate that rebinds timing._cuda_synchronize or timing._perf_counter after the import
+    # is reported by the tamper check; the clock itself keeps what was captured at import.
+    captured_sync = timing._cuda_synchronize
+    monkeypatch.setattr(timing, "_cuda_synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "_perf_counter", lambda: 0.0)
+    clock = timing.cuda_clock(torch.device("cuda"))
+    assert clock.synchronize.__closure__ is not None
+    assert any(cell.cell_contents is captured_sync for cell in clock.synchronize.__closure__)
+    timed = RepTimer(torch.device("cpu")).time_call(lambda: time_consuming(), [])
+    assert timed.ms > 0  # the captured perf_counter, not the rebound constant clock
+
+
+def time_consuming() -> int:
+    return sum(i * i for i in range(20000))
