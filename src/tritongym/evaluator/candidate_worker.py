@@ -389,6 +389,7 @@ class CandidateWorker:
             "mutated_inputs": mutated,
             "threads_before": self.threads_baseline,
             "threads_after": self._active_count(),
+            "foreign_thread_launches": self.recorder.foreign_thread_launches,
             "tampered": [*self._tampered(self.watched, self.channel), *left_modes, *host_reads.blinded,
                          *self._source_changed()],
             "refused": list(self.refused),

@@ -190,6 +190,7 @@ def _make_sender(sock: socket.socket, key: bytes) -> Any:
     dtype_names = dict(_DTYPE_NAMES)
     _isinstance, _list, _len, _str, _int, _float, _bool, _repr = isinstance, list, len, str, int, float, bool, repr
     _memoryview, _tuple, _dict, _type_error, _isfinite, _sum = memoryview, tuple, dict, TypeError, math.isfinite, sum
+    _bytes = bytes
     counter = [0]
 
     def encode(value: Any, blobs: list) -> Any:
@@ -199,8 +200,11 @@ def _make_sender(sock: socket.socket, key: bytes) -> Any:
                 raise _type_error(f"cannot send a tensor of dtype {tensor.dtype}")
             tensor = contiguous(to_cpu(tensor))
             shape = [_int(v) for v in tensor.shape]
-            raw = _memoryview(b"") if numel(tensor) == 0 else _memoryview(to_numpy(view(reshape(tensor, -1), uint8)))
-            blobs.append(raw.cast("B"))
+            # A private copy: the tag and the bytes sent must be the same bytes even if candidate
+            # code (a thread) still writes into the tensor's storage.
+            raw = _memoryview(b"") if numel(tensor) == 0 else _memoryview(
+                _bytes(_memoryview(to_numpy(view(reshape(tensor, -1), uint8))).cast("B")))
+            blobs.append(raw)
             return {"__tensor__": _len(blobs) - 1, "dtype": dtype_names[tensor.dtype], "shape": shape}
         if value is None or _isinstance(value, (_bool, _int, _str)):
             return value

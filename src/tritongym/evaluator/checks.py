@@ -53,6 +53,7 @@ class CallEvidence:
     host_read_elements: int = 0
     host_read_examples: tuple[str, ...] = ()
     kernel_findings: tuple[str, ...] = ()
+    foreign_thread_launches: int = 0
 
     @classmethod
     def parse(cls, data: Any) -> CallEvidence:
@@ -86,6 +87,7 @@ class CallEvidence:
                 host_read_elements=_count(host_reads[0]),
                 host_read_examples=tuple(_str(e) for e in _list(host_reads[1])[:8]),
                 kernel_findings=tuple(_str(f) for f in _list(data.get("kernel_findings", []))[:20]),
+                foreign_thread_launches=_count(data.get("foreign_thread_launches", 0)),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProtocolError(f"malformed call evidence: {type(exc).__name__}: {str(exc)[:300]}") from None
@@ -249,10 +251,16 @@ def check_no_background_thread(evidence: CallEvidence) -> Violation | None:
 
     Defends against: returning a placeholder while a thread finishes the work later, outside
     the timed or checked window (D2, C3).
-    How: ``threading.active_count()`` before and after the call.
+    How: ``threading.active_count()`` before the candidate was imported and after the call (a
+    thread started at import or build time counts too), and launches of the candidate's kernels
+    from a thread other than the forward's.
     Residual risk: native threads started through C extensions are not counted; the static gate
     bans ``threading``, ``ctypes`` and friends, and outputs are read after a device-wide sync.
     """
+    if evidence.foreign_thread_launches:
+        return Violation(ViolationCode.BACKGROUND_THREAD,
+                         f"{evidence.foreign_thread_launches} kernel launch(es) came from another thread; do all "
+                         "work inside the call, on its own thread")
     if evidence.threads_after > evidence.threads_before:
         return Violation(ViolationCode.BACKGROUND_THREAD,
                          f"the forward started {evidence.threads_after - evidence.threads_before} thread(s) that "

@@ -26,6 +26,7 @@ docs/integrity.md, "Evidence").
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,10 +75,16 @@ class LaunchRecorder:
         #: python_in_kernel findings of the current call (body and argument checks).
         self.findings: list[str] = []
         self._rewritten: dict[int, Any] = {}
+        #: Launches of candidate kernels from a thread other than the one running the forward.
+        self.foreign_thread_launches = 0
+        self._get_ident = threading.get_ident
+        self._forward_thread = self._get_ident()
 
     def start(self, flow: DataFlow | None = None) -> None:
         self.launches = []
         self.findings = []
+        self.foreign_thread_launches = 0
+        self._forward_thread = self._get_ident()
         self.flow = flow
         self.active = True
 
@@ -98,6 +105,8 @@ class LaunchRecorder:
         name, source_file, fn = self._source_of(function)
         if self.candidate_file is None or source_file != self.candidate_file:
             return
+        if self._get_ident() != self._forward_thread:
+            self.foreign_thread_launches += 1
         if self.body_checker is not None:
             for finding in self.body_checker.check(fn):
                 if finding not in self.findings:

@@ -361,8 +361,8 @@ def _static_verdict(evaluation: _Evaluation, report: StaticReport, started: floa
         shown = "; ".join(report.forbidden[:6]) + (" ..." if len(report.forbidden) > 6 else "")
         evaluation.add_violation(Violation(
             ViolationCode.FORBIDDEN_CONSTRUCT,
-            f"the solution uses constructs a kernel never needs and harness attacks do ({shown}); use only "
-            "torch, triton and math, and no introspection, processes, threads or monkeypatching"))
+            f"the solution uses constructs a kernel solution never needs and harness attacks do ({shown}); no "
+            "introspection of frames or code, processes, threads, raw descriptors or monkeypatching"))
     if not report.uses_triton:
         evaluation.add_violation(Violation(
             ViolationCode.NO_TRITON_KERNEL,

@@ -6,7 +6,7 @@ Attack surface: work finished after the call returns (D2, C3); the thread-count 
 Strategy: forward allocates the output, starts a thread that runs the Triton kernel into it, and
   returns at once; the output is complete only some milliseconds later.
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: background_thread
 Options: {}
 Device: cpu
 """
