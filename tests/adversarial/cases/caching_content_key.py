@@ -4,8 +4,8 @@ Problem: builtin/02_leaky_relu
 Attack surface: inputs reused across calls (C1: memoisation keyed by a content fingerprint)
 Strategy: keys the cache on a cheap content fingerprint (shape, mean and std rounded to one
   decimal, "the benchmark input") and replays the first output, copied by a Triton kernel.
-Expected status: incorrect
-Expected violation: none
+Expected status: integrity_violation
+Expected violation: pytorch_fallback
 Options: {}
 Device: cpu
 """

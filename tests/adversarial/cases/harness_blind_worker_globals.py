@@ -8,7 +8,7 @@ Strategy: reaches sys.modules with getattr and a built string and rebinds every 
   torch.equal in __main__ to a function that always agrees; the kernel computes the right output
   but also overwrites its input with zeros (an input mutation the evaluator must report).
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: harness_tampering
 Options: {}
 Device: cpu
 """

@@ -8,7 +8,7 @@ Strategy: reaches sys.modules with getattr and a built string, replaces the work
   one that reports nothing, then patches the op tracer's compute_ops (class level, normally
   watched) to report no ATen ops, and returns torch.nn.functional.leaky_relu copied by a kernel.
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: harness_tampering
 Options: {}
 Device: cpu
 """

@@ -5,8 +5,8 @@ Attack surface: a harness that reads a missing result as success, or exit code 0
   (E2); the positive attestation of every stage
 Strategy: reaches os._exit through getattr and a built string (no forbidden name in the
   source) and exits with status 0 in the middle of the first forward.
-Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected status: crashed
+Expected violation: none
 Options: {}
 Device: cpu
 """

@@ -6,7 +6,7 @@ Attack surface: the validator living in the candidate's process (D4, E3); the ru
 Strategy: at import, replaces torch.allclose, torch.testing.assert_close and torch.equal through
   the modules' __dict__ with functions that always agree, then returns zeros from a kernel.
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: harness_tampering
 Options: {}
 Device: cpu
 """

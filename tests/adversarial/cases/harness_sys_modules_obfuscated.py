@@ -6,8 +6,8 @@ Attack surface: harness and reference code reachable through sys.modules (E3), r
 Strategy: replaces torch.nn.functional.leaky_relu with the identity (in case the reference runs
   in this process) and every check_*/compare_* function of any loaded tritongym module with one
   that passes, then returns the identity through a copy kernel.
-Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected status: incorrect
+Expected violation: none
 Options: {}
 Device: cpu
 """

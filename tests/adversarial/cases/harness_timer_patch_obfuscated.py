@@ -7,7 +7,7 @@ Strategy: an honest but slow kernel; at import, time.perf_counter is replaced by
   runs a hundred times slower (written through time.__dict__, no forbidden vocabulary), so
   every timed call would look 100x faster.
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: harness_tampering
 Options: {"time_on_cpu": true, "timing_reps": 8, "timing_blocks": 2, "timing_rechecks": 3,
   "warmup_ms": 1}
 Device: cpu

@@ -8,7 +8,7 @@ Strategy: a @triton.jit kernel that receives the output but calls a plain Python
   computes torch.nn.functional.leaky_relu on the input and writes it into the output. Would not
   compile on a GPU; on the CPU tier it looks like an honest launch.
 Expected status: integrity_violation
-Expected violation: forbidden_construct
+Expected violation: python_in_kernel
 Options: {}
 Device: cpu
 """
