@@ -28,7 +28,8 @@ flush happen outside the profiled region, so harness work is not in the denomina
 The contract with the candidate worker's ``profiled`` reply: ``kernels`` is ``[[name, device_us,
 count], ...]``; ``candidate_compiled_kernels`` the compiled names of the candidate's launches
 (exact); ``candidate_launch_counts`` (optional) ``{compiled name: launches}`` seen by the hook in
-the profiled calls; ``candidate_kernels`` the Python names, used only when no compiled name was
+the profiled calls, keyed like ``candidate_compiled_kernels`` (a name without a count is matched
+by name alone); ``candidate_kernels`` the Python names, used only when no compiled name was
 reported (exact match as well).
 """
 
@@ -92,9 +93,9 @@ def is_candidate_kernel(device_name: str, candidate_names: Iterable[str],
     kernel shares it (profiled at most as often as the hook saw it launched, when counts are known)."""
     if device_name not in set(candidate_names):
         return False
-    if launch_counts is not None and profiled_count is not None:
-        return profiled_count <= int(launch_counts.get(device_name, 0))
-    return True
+    if launch_counts is not None and profiled_count is not None and device_name in launch_counts:
+        return profiled_count <= int(launch_counts[device_name])
+    return True  # no count for this name: the hook counted other keys; exact name match only
 
 
 def coverage_from_kernels(kernels: Iterable[KernelTime], candidate_names: Iterable[str],

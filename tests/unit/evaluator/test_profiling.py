@@ -134,3 +134,8 @@ def test_kineto_events_are_read_with_their_activity_types():
            RawEvent("aten::add", "cpu_op", DeviceType.CPU, ns=7000)]
     prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: raw)))
     assert kernel_times(activities_from_profile(prof)) == [KernelTime("k", 4.0, 1)]
+
+
+def test_a_name_the_launch_counts_do_not_cover_is_matched_by_name_alone():
+    kernels = [KernelTime("add_kernel", 10.0, 3), KernelTime(CUBLAS, 30.0, 1)]
+    assert coverage_from_kernels(kernels, {"add_kernel"}, {"other_key": 1}) == pytest.approx(0.25)
