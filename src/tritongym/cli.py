@@ -20,11 +20,26 @@ EXIT_USAGE = 2
 EXIT_EVALUATOR = 3
 
 
+def _device_argument(text: str) -> str:
+    from tritongym.errors import OptionsError
+    from tritongym.evaluator.device import parse_device
+
+    try:
+        parse_device(text)
+    except OptionsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _add_eval_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("evaluation options")
-    group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+    group.add_argument("--device", type=_device_argument, default="auto", metavar="{auto,cpu,cuda,cuda:N}",
                        help="where the candidate runs: cuda when available (auto), the Triton interpreter "
-                            "on the CPU (correctness only), or cuda (default: %(default)s)")
+                            "on the CPU (correctness only), cuda, or one GPU by index (default: %(default)s)")
+    group.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
+                       help="what the candidate is timed against on a GPU: the eager reference, "
+                            "torch.compile(Model), or both (speedup_vs_compile); not measured on a CPU "
+                            "(default: %(default)s)")
     group.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                        help="wall-clock budget of the candidate; it is killed with its descendants on expiry "
                             "(default: %(default)s)")
@@ -54,7 +69,8 @@ def _options_from(args: argparse.Namespace):
     return EvalOptions(device=args.device, timeout=args.timeout, num_trials=args.trials,
                        tolerance=args.tolerance, atol=args.atol, rtol=args.rtol, sandbox=args.sandbox,
                        memory_limit_gb=args.memory_limit_gb, seed=args.seed,
-                       disabled_checks=frozenset(args.disable_check))
+                       disabled_checks=frozenset(args.disable_check),
+                       baseline=getattr(args, "baseline", "eager"))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -414,13 +414,20 @@ class CandidateWorker:
                                            lambda: timing_inputs(module, secrets.randbits(63), self.device), calls)
         finally:
             launches = self.recorder.stop()
-        mine = sorted({launch.kernel for launch in launches if launch.source_file == self.source})
-        compiled = sorted({launch.compiled_name for launch in launches
-                           if launch.source_file == self.source and launch.compiled_name})
+        own = [launch for launch in launches if launch.source_file == self.source]
+        mine = sorted({launch.kernel for launch in own})
+        counts: dict[str, int] = {}
+        for launch in own:
+            if launch.compiled_name:
+                counts[launch.compiled_name] = counts.get(launch.compiled_name, 0) + 1
+        observed = self.observe()
         self._send(self.channel, "profiled", {
             "kernels": [[k.name, k.device_us, k.count] for k in kernel_times],
             "candidate_kernels": mine,
-            "candidate_compiled_kernels": compiled,
+            "candidate_compiled_kernels": sorted(counts),
+            "candidate_launch_counts": counts,
+            "tampered": observed["tampered"],
+            "refused": observed["refused"],
         })
 
     # -- loop ---------------------------------------------------------------------------
@@ -484,13 +491,26 @@ def main() -> None:
     if hello.kind != "hello" or not isinstance(payload.get("key"), str):
         raise SystemExit("tritongym candidate worker: expected a hello frame first")
     channel.enable_signing(bytes.fromhex(payload["key"]))
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        # CUDA is initialised and a tiny Triton kernel compiled and launched before any candidate
+        # code runs: a broken driver or jail is the machine's fault (an EvaluatorError in the
+        # parent), never the candidate's compile_error. Then the candidate's allocator is capped.
+        from tritongym.evaluator.device import cap_candidate_memory, probe_device
+
+        problem = probe_device(device)
+        if problem is not None:
+            channel.send("error", {"phase": "import", "kind": "device_error", "refused": [], "message": problem})
+            os._exit(0)
+        fraction = payload.get("memory_fraction", 0.5)
+        cap_candidate_memory(device, float(fraction) if isinstance(fraction, (int, float)) else 0.5)
     with open(args.source, encoding="utf-8") as handle:
         source_text = handle.read()
     if hashlib.sha256(source_text.encode("utf-8")).hexdigest() != payload.get("source_sha256"):
         channel.send("error", {"phase": "import", "kind": "compile_error", "refused": [],
                                "message": "the solution file differs from the source that was checked"})
         os._exit(0)
-    worker = CandidateWorker(channel, args.source, torch.device(args.device), args.problem,
+    worker = CandidateWorker(channel, args.source, device, args.problem,
                              enforce_policy=not args.allow_forbidden, source_text=source_text)
     worker.serve()
     channel.close()

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from tritongym.errors import OptionsError, SolutionError, TritongymError
+from tritongym.errors import EvaluatorError, OptionsError, SolutionError, TritongymError
 from tritongym.evaluator import checks, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
@@ -85,11 +85,17 @@ def _as_problem(problem: Problem | str | os.PathLike[str]) -> Problem:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda`` must exist."""
-    if device == "auto":
+    """``auto`` → ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda``/``cuda:N`` must exist."""
+    from tritongym.evaluator.device import parse_device
+
+    kind, index = parse_device(device)
+    if kind == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise OptionsError("device 'cuda' was requested but torch sees no CUDA device; use --device cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise OptionsError(f"device {device!r} was requested but torch sees no CUDA device; use --device cpu")
+    if index is not None and index >= torch.cuda.device_count():
+        raise OptionsError(f"device {device!r} was requested but torch sees {torch.cuda.device_count()} CUDA "
+                           "device(s)")
     return device
 
 
@@ -144,6 +150,10 @@ class _Evaluation:
                 self.add_violation(violation)
                 return CandidateFailed(Status.INTEGRITY_VIOLATION, f"{phase}: {violation.message}\n{text}")
         kind = payload.get("kind")
+        if kind == "device_error" and phase == "import":
+            # The worker could not use the device before any candidate code ran: the machine's
+            # fault (driver, jail), never the candidate's.
+            raise EvaluatorError(f"the candidate worker cannot use the device: {text}")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
         return CandidateFailed(status, f"{phase}: {text}")
 
@@ -302,6 +312,8 @@ class _Evaluation:
             duration_s=round(time.monotonic() - started, 3),
             candidate_log=candidate.log_tail() if candidate is not None else "",
         )
+        if status == Status.OK:
+            result.speedup_vs_compile = measurement.speedup_vs_compile(self.timing, self.options.max_speedup)
         result.reward = compute_reward(result, self.options.reward)
         return result
 
@@ -309,7 +321,8 @@ class _Evaluation:
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
            limits: ResourceLimits, interpret: bool, budget: Budget,
            problem_path: Path | None = None, cgroup: Cgroup | None = None,
-           extra_args: tuple[str, ...] = (), source_text: str | None = None) -> WorkerHandle:
+           extra_args: tuple[str, ...] = (), source_text: str | None = None,
+           memory_fraction: float = 0.5) -> WorkerHandle:
     """Start a candidate worker and hand it the channel key before any candidate code runs."""
     parent_end, child_end = socket.socketpair()
     key = secrets.token_bytes(32)
@@ -328,7 +341,7 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
     channel = Channel(parent_end, verify_key=key)
     try:
         channel.send("hello", {"key": key.hex(), "source_sha256": hashlib.sha256(
-            (source_text or "").encode("utf-8")).hexdigest()})
+            (source_text or "").encode("utf-8")).hexdigest(), "memory_fraction": memory_fraction})
     except OSError:
         pass  # the worker died at once: the first receive says how
     return WorkerHandle(process=process, channel=channel, budget=budget)
@@ -478,14 +491,17 @@ def evaluate(
                            interpret=interpret, budget=Budget(options.timeout),
                            problem_path=job / "problem.py", cgroup=cgroup,
                            extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
-                                       in options.disabled_checks else ()), source_text=source)
+                                       in options.disabled_checks else ()), source_text=source,
+                           memory_fraction=options.candidate_memory_fraction)
         reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
-            wants_timing = options.measure_speed and (device == "cuda" or options.time_on_cpu)
+            on_gpu = device.startswith("cuda")
+            measurement.note_device(evaluation, reference)
+            wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and wants_timing:
                 measurement.run_timing(evaluation, reference, candidate)
-            if evaluation.passing() and device == "cuda" and options.profile_calls > 0:
+            if evaluation.passing() and on_gpu and options.profile_calls > 0:
                 measurement.run_profile(evaluation, candidate)
         except CandidateFailed as exc:
             failure = exc
