@@ -55,6 +55,8 @@ DEEPER = {
     "H4-host-in-grid-callable": "host_compute",
     "E1-channel-takeover": Status.CRASHED,
     "E3-persistent-function-mode": "harness_tampering",
+    "E3-persistent-dispatch-mode": "harness_tampering",
+    "E5-rewrite-source-fileio": None,
     "E3-rebind-harness-table": "harness_tampering",
     "E5-rewrite-source-after-check": None,
 }

@@ -71,8 +71,10 @@ def _clear_modes(state: dict[str, Any]) -> list[str]:
             continue
         guard = 0
         while state[length]() > 0 and guard < 64:
-            mode = state[pop]()
-            left.append(f"a {what} mode ({type(mode).__name__}) left active after the forward")
+            # The dispatch stack's pop takes the mode key (None: the user stack).
+            mode = state[pop](None) if what == "dispatch" else state[pop]()
+            del mode
+            left.append(f"a {what} mode left active after the forward (the mode stack did not unwind)")
             guard += 1
     enabled = state["_is_torch_function_enabled"]
     if enabled is not None and not enabled():
