@@ -13,11 +13,12 @@ Options: {}
 Device: cpu
 """
 
+import importlib
+
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-import importlib
 
 TorchDispatchMode = importlib.import_module("torch.utils." + "_python_dispatch").TorchDispatchMode
 
