@@ -53,3 +53,11 @@ def test_it_can_be_turned_off_and_unflagged_problems_keep_the_default(flagged):
                              use_audit_tolerance=False)
     assert off.status == Status.OK
     assert not [n for n in off.notices if n.code == "audit_tolerance"]
+
+
+def test_unflagged_problems_keep_the_default(flagged, monkeypatch):
+    """With the audit on, a problem the audit did not flag is judged at the default tolerance."""
+    monkeypatch.setattr("tritongym.evaluator.parent.audit_flags", lambda: {})
+    result = tritongym.evaluate(flagged, SLIGHTLY_OFF, device="cpu", num_trials=1, input_families=())
+    assert result.status == Status.OK  # 1e-6 is well inside atol = rtol = 1e-2
+    assert not [n for n in result.notices if n.code == "audit_tolerance"]
