@@ -35,7 +35,7 @@ DEEPER = {
     "D4-timer-patch-after-trials": "harness_tampering",
     "A5-exec-kernel-source": "no_triton_launch",
     "B10-gc-walk-obfuscated": "input_mutation",
-    "B10-frame-walk-obfuscated": Status.INCORRECT,
+    "B10-frame-walk-obfuscated": None,  # incorrect, or host_compute when it touches pointers of input copies
     "E3-sys-modules-obfuscated": Status.INCORRECT,
     "E2-os-exit-obfuscated": Status.CRASHED,
     "E1-fake-frames-on-inherited-fds-obfuscated": Status.CRASHED,
