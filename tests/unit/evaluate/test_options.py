@@ -36,7 +36,7 @@ def test_options_error_is_a_value_error_and_a_tritongym_error():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"device": "gpu"}, "device must be one of auto, cpu, cuda, got 'gpu'"),
+        ({"device": "gpu"}, "device must be auto, cpu, cuda or cuda:N (N a device index), got 'gpu'"),
         ({"sandbox": "docker"}, "sandbox must be one of auto, bwrap, none, got 'docker'"),
         ({"tolerance": "loose"}, "tolerance must be one of kernelbench, strict, got 'loose'; set atol/rtol"),
         ({"timeout": 0}, "timeout must be a positive number, got 0"),
