@@ -118,7 +118,8 @@ def test_missing_file_is_a_usage_error(missing, tmp_path):
     ("args", "message"),
     [
         (["eval", "--solution", "x.py"], "the following arguments are required: --problem"),
-        (["eval", "--problem", "p.py", "--solution", "s.py", "--device", "gpu"], "invalid choice: 'gpu'"),
+        (["eval", "--problem", "p.py", "--solution", "s.py", "--device", "gpu"],
+         "device must be auto, cpu, cuda or cuda:N"),
         (["eval", "--problem", "p.py", "--solution", "s.py", "--timeout", "soon"], "invalid float value"),
         ([], "the following arguments are required: COMMAND"),
     ],
@@ -141,7 +142,8 @@ def test_help_mentions_every_contract_flag():
     assert "eval" in top.stdout and "Exit codes" in top.stdout
     sub = run_cli("eval", "--help", timeout=60)
     assert sub.returncode == 0
-    for flag in ("--problem", "--solution", "--device", "--timeout", "--json", "{auto,cpu,cuda}", "SECONDS"):
+    for flag in ("--problem", "--solution", "--device", "--timeout", "--json", "{auto,cpu,cuda,cuda:N}",
+                 "--baseline", "SECONDS"):
         assert flag in sub.stdout, flag
 
 

@@ -493,6 +493,10 @@ def main() -> None:
     if hello.kind != "hello" or not isinstance(payload.get("key"), str):
         raise SystemExit("tritongym candidate worker: expected a hello frame first")
     channel.enable_signing(bytes.fromhex(payload["key"]))
+    # No process of the same user may attach to this one or read its memory through /proc.
+    from tritongym.evaluator.seccomp import make_non_dumpable
+
+    make_non_dumpable()
     device = torch.device(args.device)
     if device.type == "cuda":
         # CUDA is initialised and a tiny Triton kernel compiled and launched before any candidate

@@ -60,6 +60,8 @@ class EvalOptions:
         sandbox: ``auto`` (bubblewrap when it works here, else none, with a notice), ``bwrap``
             (required; an error if unavailable) or ``none``.
         memory_limit_gb: host-memory cap of the candidate process (CPU mode), in GiB.
+        disk_limit_mb: size of the candidate's job directory and ``/tmp`` inside the jail (each a
+            tmpfs, with bubblewrap), in MiB; files written there also count against its memory.
         max_processes: process-count cap of the candidate (``RLIMIT_NPROC``).
         seed: a fixed master seed for reproducible debugging only. None (default) draws every
             seed from OS entropy; a fixed seed makes inputs predictable, never use it for training.
@@ -132,6 +134,7 @@ class EvalOptions:
     use_audit_tolerance: bool = True
     baseline: str = "eager"
     candidate_memory_fraction: float = 0.5
+    disk_limit_mb: int = 256
 
     def __post_init__(self) -> None:
         from tritongym.evaluator.device import parse_device
@@ -142,6 +145,9 @@ class EvalOptions:
         fraction = self.candidate_memory_fraction
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.05 <= fraction <= 0.95:
             raise OptionsError(f"candidate_memory_fraction must be a number in [0.05, 0.95], got {fraction!r}")
+        if isinstance(self.disk_limit_mb, bool) or not isinstance(self.disk_limit_mb, int) \
+                or not 16 <= self.disk_limit_mb <= 1 << 20:
+            raise OptionsError(f"disk_limit_mb must be an integer in [16, 1048576], got {self.disk_limit_mb!r}")
         if self.sandbox not in SANDBOX_MODES:
             raise OptionsError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {self.sandbox!r}")
         if self.tolerance not in TOLERANCE_PRESETS:

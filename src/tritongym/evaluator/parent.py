@@ -484,6 +484,7 @@ def evaluate(
         interpret = device == "cpu"
         memory_bytes = int(options.memory_limit_gb * (1 << 30))
         candidate_limits = ResourceLimits(memory_bytes=memory_bytes, max_processes=options.max_processes,
+                                          job_dir_bytes=options.disk_limit_mb << 20,
                                           cpu_seconds=int(options.timeout * 4 + 60))
         cgroup = _candidate_cgroup(evaluation, options.max_processes, memory_bytes)
         candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,

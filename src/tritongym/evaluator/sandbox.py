@@ -61,7 +61,11 @@ class ResourceLimits:
         max_processes: ``RLIMIT_NPROC``; the kernel does not enforce it for processes whose real
             uid is root, so under root the PID namespace (bwrap) is what contains a fork storm.
         max_open_files: ``RLIMIT_NOFILE``.
-        max_file_bytes: ``RLIMIT_FSIZE``: the largest file the worker may write.
+        max_file_bytes: ``RLIMIT_FSIZE``: the largest file the worker may write (its log on the
+            host's disk included: stdout and stderr go to a file there).
+        job_dir_bytes: size of the jail's job directory and ``/tmp`` (each a tmpfs; with bwrap
+            only): a candidate that fills them fails with ENOSPC inside its own jail and
+            cannot touch the host's disk or a sibling's space.
         cpu_seconds: ``RLIMIT_CPU``: CPU time before the kernel kills it (a backstop; the
             wall-clock timeout is the primary limit).
     """
@@ -69,24 +73,57 @@ class ResourceLimits:
     memory_bytes: int | None = 8 << 30
     max_processes: int | None = 512
     max_open_files: int | None = 1024
-    max_file_bytes: int | None = 1 << 30
+    max_file_bytes: int | None = 64 << 20
     cpu_seconds: int | None = None
+    job_dir_bytes: int | None = 256 << 20
 
-    def apply(self, cuda: bool) -> None:
-        """Set the limits on the current process (called in the child before exec)."""
+    def pairs(self, cuda: bool) -> list[tuple[str, int]]:
+        """``(RLIMIT_* name, value)`` for every limit that is set."""
         pairs = [
-            (resource.RLIMIT_NPROC, self.max_processes),
-            (resource.RLIMIT_NOFILE, self.max_open_files),
-            (resource.RLIMIT_FSIZE, self.max_file_bytes),
-            (resource.RLIMIT_CPU, self.cpu_seconds),
+            ("RLIMIT_NPROC", self.max_processes),
+            ("RLIMIT_NOFILE", self.max_open_files),
+            ("RLIMIT_FSIZE", self.max_file_bytes),
+            ("RLIMIT_CPU", self.cpu_seconds),
         ]
         if not cuda:
-            pairs.append((resource.RLIMIT_AS, self.memory_bytes))
-        for limit, value in pairs:
-            if value is not None:
-                soft, hard = resource.getrlimit(limit)
-                new = value if hard == resource.RLIM_INFINITY else min(value, hard)
-                resource.setrlimit(limit, (new, new))
+            pairs.append(("RLIMIT_AS", self.memory_bytes))
+        return [(name, int(value)) for name, value in pairs if value is not None]
+
+    def apply(self, cuda: bool) -> None:
+        """Set the limits on the current process."""
+        for name, value in self.pairs(cuda):
+            limit = getattr(resource, name)
+            soft, hard = resource.getrlimit(limit)
+            new = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (new, new))
+
+
+#: Runs between the spawn and the worker (or bwrap): joins the cgroup, sets the rlimits, execs.
+#: This replaces ``preexec_fn``, which runs Python between fork and exec in the child of a possibly
+#: multithreaded parent (a trainer): a lock held by another thread at fork time deadlocks it.
+#: Here the child is a fresh interpreter, so there is nothing to deadlock on; it joins the cgroup
+#: *before* exec'ing the worker, so nothing the candidate starts escapes the caps.
+_PRELUDE = (
+    "import json, os, resource, sys\n"
+    "limits, procs = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+    "for path in procs:\n"
+    "    with open(path, 'w') as handle:\n"
+    "        handle.write(str(os.getpid()))\n"
+    "for name, value in limits:\n"
+    "    limit = getattr(resource, name)\n"
+    "    soft, hard = resource.getrlimit(limit)\n"
+    "    new = value if hard == resource.RLIM_INFINITY else min(value, hard)\n"
+    "    resource.setrlimit(limit, (new, new))\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+def prelude_argv(limits: ResourceLimits, cuda: bool, cgroup: Cgroup | None, argv: list[str]) -> list[str]:
+    """`argv` behind the prelude that applies `limits` and joins `cgroup` first."""
+    import json
+
+    procs = cgroup.procs_files() if cgroup is not None else []
+    return [sys.executable, "-I", "-S", "-c", _PRELUDE, json.dumps(limits.pairs(cuda)), json.dumps(procs), *argv]
 
 
 @functools.lru_cache(maxsize=1)
@@ -188,8 +225,16 @@ def _gpu_binds(visible_devices: str | None = None, device_order: str | None = No
     return args
 
 
-def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = None) -> list[str]:
-    """The bubblewrap prefix that jails one worker (see the module docstring)."""
+def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = None, *,
+                  job_dir_bytes: int | None = None, seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap prefix that jails one worker (see the module docstring).
+
+    The job directory appears as a size-capped tmpfs at ``/job`` with every file of `job_dir`
+    bound read-only into it (the candidate cannot rewrite its own source after the check, nor
+    fill the host's disk); with `job_dir_bytes` None it is bound writable as before (callers that
+    need that). There is no ``/proc``: nothing of the worker's memory, maps or descriptors, nor
+    any other process, is visible as a file. `seccomp_fd` is a cBPF program (`seccomp`).
+    """
     path = shutil.which("bwrap")
     if path is None:
         raise EvaluatorError("bwrap is not installed")
@@ -209,13 +254,23 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
             args += ["--ro-bind", item, item]
     # /tmp first: later binds may live under it (a virtual environment in /tmp, say) and must
     # land on top of the private tmpfs, not under it.
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = [] if job_dir_bytes is None else ["--size", str(int(job_dir_bytes))]
+    args += ["--dev", "/dev", *size, "--tmpfs", "/tmp"]
     for folder in _python_paths():
         args += ["--ro-bind", folder, folder]
     if cuda:
         gpu_env = gpu_env or {}
         args += _gpu_binds(gpu_env.get("CUDA_VISIBLE_DEVICES"), gpu_env.get("CUDA_DEVICE_ORDER"))
-    args += ["--bind", job_dir, JAIL_JOB_DIR, "--chdir", JAIL_JOB_DIR]
+    if job_dir_bytes is None:
+        args += ["--bind", job_dir, JAIL_JOB_DIR]
+    else:
+        args += [*size, "--tmpfs", JAIL_JOB_DIR]
+        for name in sorted(os.listdir(job_dir)):
+            inside = os.path.join(JAIL_JOB_DIR, name)
+            args += ["--ro-bind", os.path.join(job_dir, name), inside]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--chdir", JAIL_JOB_DIR]
     return args
 
 
@@ -360,7 +415,11 @@ def spawn_worker(
         return inside
 
     home = JAIL_JOB_DIR if mode == "bwrap" else str(job_dir)
-    prefix = bwrap_command(str(job_dir), cuda, gpu_env) if mode == "bwrap" else []
+    from tritongym.evaluator import seccomp
+
+    seccomp_fd = seccomp.program_fd() if mode == "bwrap" else None
+    prefix = bwrap_command(str(job_dir), cuda, gpu_env, job_dir_bytes=limits.job_dir_bytes,
+                           seccomp_fd=seccomp_fd) if mode == "bwrap" else []
     env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
     argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd),
@@ -378,18 +437,17 @@ def spawn_worker(
         # `exit` stops it from exec-ing the command) stands in between; the shell reports the
         # worker's death by signal N as exit status 128 + N, as bwrap does.
         argv = ["/bin/sh", "-c", '"$@"; exit $?', "tritongym-worker", *argv]
-    def prepare_child() -> None:  # runs in the child between fork and exec
-        if cgroup is not None:
-            cgroup.join()
-        limits.apply(cuda)
-
+    argv = prelude_argv(limits, cuda, cgroup, argv)
+    pass_fds = (channel_fd,) if seccomp_fd is None else (channel_fd, seccomp_fd)
     with open(log_path, "wb") as log:
         try:
             popen = subprocess.Popen(
                 argv, env=env, cwd=str(job_dir), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, pass_fds=(channel_fd,), start_new_session=True,
-                preexec_fn=prepare_child,
+                stderr=subprocess.STDOUT, pass_fds=pass_fds, start_new_session=True,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise EvaluatorError(f"could not start the worker {module}: {exc}") from exc
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
     return WorkerProcess(popen=popen, log_path=log_path, token=token, mode=mode, cgroup=cgroup)
