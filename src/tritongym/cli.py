@@ -87,6 +87,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tritongym.evaluator import evaluate
+    from tritongym.evaluator.result import printable
     from tritongym.tasks import load_problems
 
     problems = load_problems(args.problems, levels=args.level)
@@ -117,7 +118,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"{problem.problem_id:40s} {'(no solution)':20s}")
             continue
-        result = evaluate(problem, solution, options)
+        try:
+            result = evaluate(problem, solution, options)
+        except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest of the batch
+            counts["error"] = counts.get("error", 0) + 1
+            reason = printable(f"{type(exc).__name__}: {exc}")[:300]
+            if args.json:
+                print(json.dumps({"problem": problem.problem_id, "solution": str(solution), "error": reason}))
+            else:
+                print(f"{problem.problem_id:40s} {'(evaluator error)':20s}\n    {reason}")
+            continue
         counts[str(result.status)] = counts.get(str(result.status), 0) + 1
         rewards.append(result.reward)
         if args.json:
@@ -127,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{problem.problem_id:40s} {str(result.status):20s} {result.reward:7.3f} "
                   f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
             if result.error and not result.correct:
-                print("    " + result.error.strip().splitlines()[-1][:150])
+                print("    " + printable(result.error.strip().splitlines()[-1])[:150])
     if not args.json:
         total = sum(counts.values())
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))

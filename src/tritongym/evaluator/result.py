@@ -229,7 +229,15 @@ class EvalResult:
         )
 
     def summary(self) -> str:
-        """A few readable lines for terminals (what ``tritongym eval`` prints without --json)."""
+        """A few readable lines for terminals (what ``tritongym eval`` prints without --json).
+
+        Every text that can come from the candidate (errors, messages, kernel and op names) is
+        passed through `printable`: escape sequences cannot draw a fake verdict on the terminal, and
+        a lone surrogate cannot crash a strict UTF-8 stdout.
+        """
+        return printable(self._summary_text(), keep_newlines=True)
+
+    def _summary_text(self) -> str:
         lines = [f"status: {self.status}   reward: {self.reward:.3f}   device: {self.device}   sandbox: {self.sandbox}"]
         if self.problem_id:
             lines.append(f"problem: {self.problem_id}")
@@ -261,6 +269,25 @@ class EvalResult:
             lines.append(f"note [{notice.code}]: {notice.message}")
         lines.append(f"took {self.duration_s:.1f} s")
         return "\n".join(lines)
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """`text` with control characters and invalid code points escaped (``\\x1b``, ``\\ud800``).
+
+    Candidate text is data: ANSI escapes, carriage returns and other controls are shown as escapes,
+    and so are lone surrogates and other code points a UTF-8 encoder refuses.
+    """
+    out = []
+    for char in text:
+        code = ord(char)
+        if (char == "\n" and keep_newlines) or (char == "\t"):
+            out.append(char)
+        elif code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code <= 0xDFFF or code in (0x2028, 0x2029):
+            out.append(char.encode("unicode_escape", "backslashreplace").decode("ascii")
+                       if code < 0xD800 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 # Statuses in order of precedence when several apply: the first wins.
