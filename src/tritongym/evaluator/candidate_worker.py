@@ -298,6 +298,12 @@ class CandidateWorker:
         import triton
 
         self.recorder.install()
+        if self.device.type == "cpu":
+            # The CPU tier runs honest Triton as a GPU would: float scalar arguments and
+            # libdevice functions (interpreter_fixes).
+            from tritongym.evaluator import interpreter_fixes
+
+            interpreter_fixes.install()
         self.watched = _watchlist()
         self.threads_baseline = self._active_count()
         self.refused = audit_policy.install(self.source, enforce=self.enforce_policy)
