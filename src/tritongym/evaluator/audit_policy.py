@@ -73,7 +73,11 @@ REFUSED_PREFIXES = ("ctypes.", "socket.", "_ctypes.")
 HARNESS_MODULES = ("kernels.py", "launches.py", "optrace.py")
 #: Events that only look at code or frames; every other refused event does something.
 INTROSPECTION_EVENTS = frozenset({"object.__getattr__", "object.__setattr__", "sys._getframe", "exec", "compile",
-                                  "sys._current_frames", "sys._current_exceptions"})
+                                  "sys._current_frames", "sys._current_exceptions",
+                                  # a library importing its own dependencies acts for itself (torch
+                                  # loading torch._dynamo, which imports ctypes, for
+                                  # @torch.compiler.disable); what ctypes then does is audited
+                                  "import"})
 
 
 def _stdlib_roots() -> tuple[str, ...]:
@@ -137,11 +141,11 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
         (``_find_and_load`` ...) acts for itself (the import was vetted by its own "import" event),
         as do Triton (compiling, caching) and the harness's evidence modules. The standard library
         is always looked through (``inspect.currentframe()``, ``traceback.walk_stack`` act for their
-        caller). For events that *do* something (`full_walk`: files, processes, sockets, ctypes,
-        heap walks) every other library is looked through too: numpy's ``DataSource`` opening
+        caller). For events that *do* something (`full_walk`: files, processes, sockets, ctypes
+        calls, heap walks) every other library is looked through too: numpy's ``DataSource`` opening
         ``/proc/self/mem`` acts for the candidate that called it. For introspection events (code and
-        frame attributes, code from strings) a library's own frame decides: torch reading a
-        function's ``__code__`` acts for itself.
+        frame attributes, code from strings, imports) a library's own frame decides: torch reading a
+        function's ``__code__`` or importing its own dependencies acts for itself.
         """
         while frame is not None:
             code = frame.f_code
