@@ -367,8 +367,8 @@ class ModelNew(nn.Module):
         return _sparsemax_forward(x, -1)[0]
 '''),
     Case("dyt", "liger_dyt_fwd",
-         "@triton.autotune over 18 configs with key=['N'] and a grid lambda of meta; on the CPU tier "
-         "autotuning needs issue 12, so the case pins one config (see the xfail)",
+         "@triton.autotune over 18 configs with key=['N'] and a grid lambda of meta (on the CPU tier each "
+         "trial runs one config in rotation)",
          _p('''
          class Model(nn.Module):
              def __init__(self, hidden):
@@ -399,19 +399,7 @@ class ModelNew(nn.Module):
 '''),
 ]
 
-_IDS = [f"{case.op}-{case.source}" for case in CASES]
-#: Cases that fail for a reason outside the evaluator's verdict logic, with the reason.
-KNOWN = {
-    "dyt-liger_dyt_fwd": "issue 12: @triton.autotune with several configs benchmarks through a GPU driver the CPU "
-                         "interpreter does not have ('0 active drivers')",
-}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(case, id=case_id, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[case_id])]
-                 if case_id in KNOWN else [])
-    for case, case_id in zip(CASES, _IDS, strict=True)
-])
+@pytest.mark.parametrize("case", CASES, ids=[f"{case.op}-{case.source}" for case in CASES])
 def test_liger_kernel_verdict(case: Case):
     problem = Problem.from_source(case.problem, name=f"liger_{case.op}")
     solution = liger.solution(case.op, case.model_new)

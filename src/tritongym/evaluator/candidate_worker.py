@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import audit_policy, kernels
+from tritongym.evaluator import audit_policy, autotune, kernels
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.hostread import HostReadTrace
@@ -281,6 +281,7 @@ class CandidateWorker:
         self.refused: list[str] = []
         self.kernels: list[str] = []
         self.threads_baseline = 0
+        self.autotune: autotune.AutotuneControl | None = None
         # The functions the evidence depends on, captured before any candidate code runs: a
         # candidate that rebinds the module's names changes nothing here (this object is
         # reachable only through frames or gc, which the audit policy refuses).
@@ -298,6 +299,8 @@ class CandidateWorker:
         import triton
 
         self.recorder.install()
+        # Autotuned kernels: every config is checked on the trials, no GPU needed to choose.
+        self.autotune = autotune.install(interpret=self.device.type == "cpu")
         if self.device.type == "cpu":
             # The CPU tier runs honest Triton as a GPU would: float scalar arguments and
             # libdevice functions (interpreter_fixes).
@@ -341,8 +344,10 @@ class CandidateWorker:
             return ["the solution file became unreadable"]
         return [] if now == self._source_digest else ["the solution file was changed after it was checked"]
 
-    def call(self, nonce: str, inputs: list[Any]) -> None:
+    def call(self, nonce: str, inputs: list[Any], trial: int = 0) -> None:
         model = self.model
+        if self.autotune is not None:
+            self.autotune.select(trial)
         device_inputs = common.to_device(inputs, self.device, copy=True)
         input_tensors = common.tensors_in(device_inputs)
         pristine = [torch.Tensor.clone(t) for t in input_tensors]
@@ -393,6 +398,7 @@ class CandidateWorker:
                            + ([f"{trace.device_to_host_elements} element(s) copied from the device to the host"]
                               if trace.device_to_host_elements else [])],
             "kernel_findings": list(self.recorder.findings)[:20],
+            "autotune": self.autotune.report() if self.autotune is not None else [],
             "outputs": output_reports,
             "mutated_inputs": mutated,
             "threads_before": self.threads_baseline,
@@ -460,8 +466,11 @@ class CandidateWorker:
                 if message.kind == "build":
                     self.build(message.payload["init_inputs"], int(message.payload["weight_seed"]))
                 elif message.kind == "call":
-                    self.call(str(message.payload["nonce"]), list(message.payload["inputs"]))
+                    self.call(str(message.payload["nonce"]), list(message.payload["inputs"]),
+                              int(message.payload.get("trial", 0)))
                 elif message.kind == "time_start":
+                    if self.autotune is not None:
+                        self.autotune.release()  # timing uses the autotuner's own choice
                     if self.problem is None:
                         raise ValueError("timing needs --problem")
                     module = common.load_module(self.problem, "timing_problem")
@@ -469,6 +478,8 @@ class CandidateWorker:
                                                 output_transform=self._plain_outputs, observe=self.observe)
                     self.timing.handle(message.kind, message.payload)
                 elif message.kind == "profile":
+                    if self.autotune is not None:
+                        self.autotune.release()
                     self.profile(int(message.payload["calls"]))
                 elif self.timing is not None and self.timing.handle(message.kind, message.payload):
                     pass

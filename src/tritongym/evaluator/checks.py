@@ -54,6 +54,8 @@ class CallEvidence:
     host_read_examples: tuple[str, ...] = ()
     kernel_findings: tuple[str, ...] = ()
     foreign_thread_launches: int = 0
+    #: ``(kernel, config, index, of)`` for each autotuned kernel the call ran.
+    autotune: tuple[tuple[str, str, int, int], ...] = ()
 
     @classmethod
     def parse(cls, data: Any) -> CallEvidence:
@@ -88,6 +90,8 @@ class CallEvidence:
                 host_read_examples=tuple(_str(e) for e in _list(host_reads[1])[:8]),
                 kernel_findings=tuple(_str(f) for f in _list(data.get("kernel_findings", []))[:20]),
                 foreign_thread_launches=_count(data.get("foreign_thread_launches", 0)),
+                autotune=tuple((_str(item["kernel"]), _str(item["config"]), _count(item["index"]), _count(item["of"]))
+                               for item in _list(data.get("autotune", []))[:64]),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProtocolError(f"malformed call evidence: {type(exc).__name__}: {str(exc)[:300]}") from None

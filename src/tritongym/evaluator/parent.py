@@ -121,6 +121,8 @@ class _Evaluation:
     baselines: trivial.TrivialBaselines = field(default_factory=trivial.TrivialBaselines)
     seed_source: Callable[[], int] = field(default=lambda: secrets.randbits(63))
     kernels_found: bool = True
+    #: autotuned kernel -> (config positions the trials ran, number of configs)
+    autotune_checked: dict[str, tuple[set[int], int]] = field(default_factory=dict)
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -191,7 +193,8 @@ class _Evaluation:
                     continue
                 nonce = secrets.token_hex(8)
                 candidate.allow_reply_bytes(trivial.tensors(trial.expected))
-                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs}),
+                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs,
+                                                                "trial": index}),
                                      "called", f"{phase} (forward)")
                 if reply.get("nonce") != nonce:
                     raise ProtocolError("the reply answers another request (nonce mismatch)")
@@ -230,10 +233,17 @@ class _Evaluation:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         outputs = reply.get("outputs")
         comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)
+        message = comparison.message
+        for kernel, _config, position, count in evidence.autotune:
+            self.autotune_checked.setdefault(kernel, (set(), count))[0].add(position)
+        if not comparison.passed and evidence.autotune:
+            ran = "; ".join(f"{kernel} with config {config} (config {position + 1} of {count})"
+                            for kernel, config, position, count in evidence.autotune)
+            message = f"{message} [this trial ran {ran}]"
         self.trials.append(TrialReport(
             index=index, family=trial.family, passed=comparison.passed,
             max_abs_error=comparison.max_abs_error, max_rel_error=comparison.max_rel_error,
-            mismatch_fraction=comparison.mismatch_fraction, message=comparison.message,
+            mismatch_fraction=comparison.mismatch_fraction, message=message,
         ))
         expected_leaves = trivial.float_leaves(trial.expected)
         if comparison.passed:
@@ -271,6 +281,12 @@ class _Evaluation:
             self.add_violation(violation)
 
     def finish(self, failure: CandidateFailed | None, candidate: WorkerProcess | None, started: float) -> EvalResult:
+        for kernel, (positions, count) in self.autotune_checked.items():
+            if len(positions) < count:
+                self.notices.append(Notice(NoticeCode.AUTOTUNE_PARTIAL,
+                                           f"autotuned kernel {kernel}: the trials checked {len(positions)} of its "
+                                           f"{count} configs (one per trial, in rotation); raise num_trials to "
+                                           "check every config"))
         if failure is not None:
             status, error = failure.status, failure.message
         elif self.violations:

@@ -68,6 +68,7 @@ class NoticeCode(_StrEnum):
     STATIC_FINDING = "static_finding"  # a pre-check noticed something worth knowing (not a violation)
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
     PRECISION_UNCHECKED = "precision_unchecked"  # the model could not run in float64; no precision check
+    AUTOTUNE_PARTIAL = "autotune_partial"  # an autotuned kernel has more configs than the trials checked
     # -- GPU measurement (evaluator/measurement.py, device.py) --
     GPU_SHARED = "gpu_shared"  # other processes hold a context on the GPU, or its compute mode is exclusive
     REFERENCE_IEEE_FP32 = "reference_ieee_fp32"  # the reference ran with TF32 off (IEEE float32 matmul and cuDNN)

@@ -1,0 +1,44 @@
+"""End-to-end: autotuned candidates on the CPU tier (issue 12): they run without a GPU driver, every
+config left after pruning is checked on the trials (one per trial, in rotation), and a wrong
+config is an `incorrect` verdict that names it."""
+
+from __future__ import annotations
+
+import re
+
+import tritongym
+from tritongym import Status
+
+from .helpers import TINY_RELU, candidate
+
+
+def evaluate(name: str, trials: int):
+    return tritongym.evaluate(TINY_RELU, candidate(name), device="cpu", num_trials=trials, timeout=120)
+
+
+def test_several_configs_run_without_a_gpu_and_all_are_checked():
+    result = evaluate("autotune_relu", 3)
+    assert result.status == Status.OK, (result.status, result.error)
+    assert not [n for n in result.notices if n.code == "autotune_partial"]  # 3 pruned configs, 6 calls
+
+
+def test_a_wrong_config_among_right_ones_is_found_and_named():
+    result = evaluate("autotune_relu_wrong_config", 3)
+    assert result.status == Status.INCORRECT, (result.status, result.error)
+    failed = [t for t in result.trials if not t.passed]
+    assert failed and all("BLOCK=256" in t.message and "(config 2 of 3)" in t.message for t in failed)
+    passed = [t for t in result.trials if t.passed]
+    assert passed, "the right configs pass their trials"
+
+
+def test_config_pre_hooks_and_heuristics_are_honoured():
+    result = evaluate("autotune_pre_hook_atomic", 3)
+    assert result.status == Status.OK, (result.status, result.error)
+
+
+def test_configs_beyond_the_trials_are_named_in_a_notice():
+    result = tritongym.evaluate(TINY_RELU, candidate("autotune_relu"), device="cpu", num_trials=1,
+                                input_families=(), timeout=120)
+    assert result.status == Status.OK
+    (notice,) = [n for n in result.notices if n.code == "autotune_partial"]
+    assert re.search(r"checked 1 of its 3 configs", notice.message), notice.message
