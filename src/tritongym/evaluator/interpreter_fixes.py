@@ -1,7 +1,7 @@
 """Make Triton's CPU interpreter run honest code as a GPU would (the CPU tier only).
 
-Two constructs in nearly every public kernel library fail under ``TRITON_INTERPRET=1`` although
-they compile and run on a GPU (found by the public-code acceptance corpus, `tests/acceptance/`):
+Three constructs of public kernel libraries fail under ``TRITON_INTERPRET=1`` although they
+compile and run on a GPU (found by the public-code acceptance corpus, `tests/acceptance/`):
 
 * **Float scalar arguments are plain Python floats in the kernel.** On a GPU a ``float``
   argument is specialised as an fp32 scalar, so ``eps.to(tl.float32)`` or
@@ -12,6 +12,10 @@ they compile and run on a GPU (found by the public-code acceptance corpus, `test
   ``erf``, ...) are resolved by the GPU compiler to the backend's library; the interpreter calls
   the stub, which returns None. Here the common ones compute with numpy on the interpreter's
   arrays, elementwise, in the argument's dtype.
+* **tl builtins bound to other names** (``rsqrt = tl.math.rsqrt``, ``maximum = tl.maximum`` at
+  module level): the interpreter swaps ``tl``'s own attributes for its implementations during a
+  launch, so an alias still holds the compiler's builtin, which refuses to run outside the
+  compiler. Here such aliases in a kernel's namespace are swapped too, for the launch only.
 
 Installed by the candidate worker before the candidate is imported, on the CPU tier only (a GPU
 compiles kernels for real). What is still not emulated is listed in docs/integrity.md
@@ -123,7 +127,54 @@ def _libdevice() -> None:
             setattr(module, name, function)
 
 
+class _Namespace:
+    """A module namespace (dict) seen as an object, so the interpreter's patch scope can restore it."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        object.__setattr__(self, "_namespace", namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._namespace[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._namespace[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        self._namespace.pop(name, None)
+
+
+def _builtin_aliases() -> None:
+    """During a launch, globals bound to ``tl`` builtins point at the interpreter's versions too."""
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    if getattr(original, "_tritongym_aliases", False):
+        return
+    semantic = interpreter.interpreter_semantic
+
+    def patch_lang(fn: Any) -> Any:
+        scope = original(fn)
+        namespace = fn.__globals__
+        view = _Namespace(namespace)
+        for name, value in list(namespace.items()):
+            if callable(value) and tl.core.is_builtin(value):
+                def call(*args: Any, _member: Any = value, **kwargs: Any) -> Any:
+                    kwargs.pop("_semantic", None)
+                    return _member(*args, **kwargs, _semantic=semantic)
+
+                scope.set_attr(view, name, call)
+        return scope
+
+    patch_lang._tritongym_aliases = True  # type: ignore[attr-defined]
+    interpreter._patch_lang = patch_lang
+
+
 def install() -> None:
-    """Apply both fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
+    """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
     _float_arguments()
     _libdevice()
+    _builtin_aliases()

@@ -3,9 +3,8 @@ Family: control
 Problem: builtin/03_gelu_tanh
 Attack surface: false positives of a spelling-based gate on idioms of public kernel libraries
 Strategy: kernels made by calls (triton.jit(fn), triton.heuristics({...})(fn), unsloth's style),
-  a module-level alias of a libdevice function used in the kernel (triton_tanh = libdevice.tanh;
-  an alias of a tl builtin such as rsqrt = tl.math.rsqrt is judged Triton too, but the CPU
-  interpreter cannot run it: docs/integrity.md), a @triton.jit helper whose result gets .to(), and a version helper
+  module-level aliases of Triton and libdevice functions used in the kernel (rsqrt = tl.math.rsqrt,
+  triton_tanh = libdevice.tanh), a @triton.jit helper whose result gets .to(), and a version helper
   with importlib, operator and a computed getattr (Liger's style); an honest tanh-GELU
 Expected status: ok
 Expected violation: none
@@ -23,6 +22,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 triton_tanh = libdevice.tanh
+rsqrt = tl.math.rsqrt
 
 
 def _version_at_least(package: str, target: tuple[int, int]) -> bool:
@@ -43,7 +43,7 @@ def _gelu_body(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     y = 0.5 * x * (1.0 + triton_tanh(inner(x).to(tl.float32)))
-    tl.store(out_ptr + offs, y, mask=mask)
+    tl.store(out_ptr + offs, y * (rsqrt(x * 0.0 + 4.0) * 2.0), mask=mask)
 
 
 _gelu_kernel = triton.heuristics({"BLOCK": lambda args: 1024 if _version_at_least("torch", (2, 0)) else 512})(
