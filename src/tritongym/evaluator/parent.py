@@ -156,6 +156,14 @@ class _Evaluation:
             # The worker could not use the device before any candidate code ran: the machine's
             # fault (driver, jail), never the candidate's.
             raise EvaluatorError(f"the candidate worker cannot use the device: {text}")
+        if kind == "unsupported":
+            notice = Notice(NoticeCode.INTERPRETER_LIMIT,
+                            "the CPU interpreter cannot run a construct this candidate uses (inline assembly or an "
+                            "extern library call); this is a limit of the CPU tier, not a verdict on the kernel's "
+                            "correctness: evaluate it on a GPU")
+            if notice not in self.notices:
+                self.notices.append(notice)
+            return CandidateFailed(Status.UNSUPPORTED, f"{phase}: {text}")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
         return CandidateFailed(status, f"{phase}: {text}")
 

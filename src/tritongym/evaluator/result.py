@@ -31,6 +31,9 @@ class Status(_StrEnum):
     INTEGRITY_VIOLATION = "integrity_violation"  # the work was not done honestly in the candidate's Triton kernels
     TIMEOUT = "timeout"  # the candidate exceeded the wall-clock budget; it and its descendants were killed
     CRASHED = "crashed"  # the candidate process died or broke the protocol (signal, os._exit, garbage)
+    # the CPU interpreter cannot run a construct the candidate uses (inline asm, an extern library):
+    # a limit of the CPU tier, not a verdict on the kernel's correctness; evaluate it on a GPU
+    UNSUPPORTED = "unsupported"
 
 
 class ViolationCode(_StrEnum):
@@ -69,6 +72,7 @@ class NoticeCode(_StrEnum):
     FAMILY_SKIPPED = "family_skipped"  # an input family was not used: the reference is not finite on it
     PRECISION_UNCHECKED = "precision_unchecked"  # the model could not run in float64; no precision check
     AUTOTUNE_PARTIAL = "autotune_partial"  # an autotuned kernel has more configs than the trials checked
+    INTERPRETER_LIMIT = "interpreter_limit"  # the CPU interpreter cannot run a construct (status unsupported)
     # -- GPU measurement (evaluator/measurement.py, device.py) --
     GPU_SHARED = "gpu_shared"  # other processes hold a context on the GPU, or its compute mode is exclusive
     REFERENCE_IEEE_FP32 = "reference_ieee_fp32"  # the reference ran with TF32 off (IEEE float32 matmul and cuDNN)
@@ -296,6 +300,7 @@ STATUS_PRECEDENCE = (
     Status.CRASHED,
     Status.TIMEOUT,
     Status.COMPILE_ERROR,
+    Status.UNSUPPORTED,
     Status.RUNTIME_ERROR,
     Status.INTEGRITY_VIOLATION,
     Status.INCORRECT,

@@ -29,6 +29,7 @@ CONTRACT_STATUSES = [
     "integrity_violation",
     "timeout",
     "crashed",
+    "unsupported",
 ]
 
 
