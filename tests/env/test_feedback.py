@@ -92,3 +92,18 @@ def test_invalid_level_and_budget_are_refused():
         FeedbackPolicy("verbose")
     with pytest.raises(ValueError, match="at least 80"):
         FeedbackPolicy("standard", max_chars=10)
+
+
+def test_feedback_names_the_worst_positions_without_values():
+    from tritongym import EvalResult, Status
+    from tritongym.evaluator.result import TrialReport
+    from tritongym.env.feedback import FeedbackPolicy
+
+    message = ("output: 4 of 20 elements (20.0%) differ beyond atol=0.01, rtol=0.01; first at (0, 0): "
+               "expected 0.25, got 0.5; worst at (2, 2), (1, 2), (3, 4)")
+    trial = TrialReport(index=0, family="get_inputs", passed=False, max_abs_error=5.0, max_rel_error=1.0,
+                        mismatch_fraction=0.2, message=message)
+    result = EvalResult(status=Status.INCORRECT, trials=[trial], error="1 of 1 trials failed; trial 0: " + message)
+    text = FeedbackPolicy("standard").render(result)
+    assert "worst positions (2, 2), (1, 2), (3, 4)" in text
+    assert "0.25" not in text and "got 0.5" not in text

@@ -35,6 +35,7 @@ DEFAULT_BUDGETS = {"minimal": 600, "standard": 2500, "full": 6000}
 _VALUE_PAIR = re.compile(
     r"expected (?!shape|dtype|\(|torch\.|a |an |the )[^,;\n]*, got [^;\n]*")
 _FIRST_AT = re.compile(r"first at (?P<index>\([^)]*\)|\[[^\]]*\]|\S+?):")
+_WORST_AT = re.compile(r"; worst at (?P<positions>.+)$")
 
 #: What to change, per violation code; appended when the evaluator's message does not say it.
 VIOLATION_HINTS = {
@@ -186,6 +187,9 @@ class FeedbackPolicy:
             match = _FIRST_AT.search(trial.message)
             if match:
                 where = f"; first mismatched position {match.group('index')}"
+                worst = _WORST_AT.search(trial.message)
+                if worst:
+                    where += f"; worst positions {worst.group('positions')[:120]}"
             elif "mismatch" in trial.message or "structure differs" in trial.message:
                 where = "; " + scrub_values(trial.message)[:200]
         if trial.max_abs_error is None:

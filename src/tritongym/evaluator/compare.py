@@ -110,6 +110,14 @@ def compare_outputs(
                 f"{rule}; first at {index}: expected {exp.reshape(-1)[where].item():.6g}, "
                 f"got {act.reshape(-1)[where].item():.6g}"
             )
+            if tol is not None and count > 1:
+                # A few worst positions (by absolute error; non-finite mismatches first): where the
+                # kernel goes wrong, without values.
+                score = torch.where(bad & finite, diff.real if diff.is_complex() else diff,
+                                    torch.zeros_like(diff.real if diff.is_complex() else diff))
+                score = torch.where(bad & ~finite, torch.full_like(score, float("inf")), score)
+                worst = torch.argsort(-score, stable=True)[:min(3, count)].tolist()  # ties: lower index first
+                first_problem += "; worst at " + ", ".join(_index_text(int(i), exp.shape) for i in worst)
     fraction = mismatched / total if total else 0.0
     return Comparison(
         passed=mismatched == 0,

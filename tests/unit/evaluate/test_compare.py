@@ -262,7 +262,7 @@ def test_error_figures_on_hand_made_tensors():
     assert result.mismatch_fraction == 0.75  # (0,0), (1,0), (1,1)
     assert result.message == (
         "output: 3 of 4 elements (75.0%) differ beyond atol=0.01, rtol=0.01; first at (0, 0): "
-        "expected 1, got 1.5"
+        "expected 1, got 1.5; worst at (1, 1), (0, 0), (1, 0)"
     )
 
 
@@ -305,3 +305,17 @@ def test_non_contiguous_outputs_compare_by_value():
     assert compare_outputs(expected, actual, DEFAULT).passed
     wrong = torch.arange(6.0).reshape(3, 2).t()  # same shape, transposed values
     assert not compare_outputs(expected, wrong, DEFAULT).passed
+
+
+def test_the_message_names_a_few_worst_positions_without_values():
+    from tritongym.evaluator.options import EvalOptions
+
+    expected = torch.zeros(4, 5)
+    actual = expected.clone()
+    actual[1, 2], actual[3, 4], actual[0, 0], actual[2, 2] = 5.0, 1.0, 0.5, float("nan")
+    message = compare_outputs(expected, actual, EvalOptions().tolerance_for).message
+    # NaN where a number was expected first, then by absolute error; the first mismatch keeps its values.
+    assert message.endswith("; worst at (2, 2), (1, 2), (3, 4)"), message
+    single = expected.clone()
+    single[0, 1] = 1.0
+    assert "worst at" not in compare_outputs(expected, single, EvalOptions().tolerance_for).message
