@@ -96,8 +96,8 @@ def test_invalid_level_and_budget_are_refused():
 
 def test_feedback_names_the_worst_positions_without_values():
     from tritongym import EvalResult, Status
-    from tritongym.evaluator.result import TrialReport
     from tritongym.env.feedback import FeedbackPolicy
+    from tritongym.evaluator.result import TrialReport
 
     message = ("output: 4 of 20 elements (20.0%) differ beyond atol=0.01, rtol=0.01; first at (0, 0): "
                "expected 0.25, got 0.5; worst at (2, 2), (1, 2), (3, 4)")
