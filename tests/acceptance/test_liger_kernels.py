@@ -226,6 +226,46 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return group_norm_forward(x.contiguous(), self.channels, self.groups, self.weight, self.bias, 1e-6)[0]
 '''),
+    Case("group_norm", "group_norm_forward + group_norm_backward",
+         "a two-kernel forward (statistics, then gradients) whose second kernel accumulates the "
+         "weight and bias gradients with tl.atomic_add across a 2-D grid",
+         _p('''
+         class Model(nn.Module):
+             def __init__(self, channels, groups):
+                 super().__init__()
+                 self.groups = groups
+                 self.weight = nn.Parameter(torch.randn(channels))
+                 self.bias = nn.Parameter(torch.randn(channels))
+
+             def forward(self, x, dy):
+                 # Gradients of group_norm(x) w.r.t. its weight and bias for the upstream gradient dy.
+                 b, c, s = x.shape
+                 g = x.view(b, self.groups, -1)
+                 x_hat = ((g - g.mean(-1, keepdim=True)) * torch.rsqrt(g.var(-1, unbiased=False, keepdim=True)
+                                                                        + 1e-6)).view(b, c, s)
+                 return (dy * x_hat).sum(dim=(0, 2)), dy.sum(dim=(0, 2))
+
+         def get_inputs():
+             return [torch.randn(2, 8, 16), torch.randn(2, 8, 16)]
+
+         def get_init_inputs():
+             return [8, 4]
+         '''),
+         '''
+class ModelNew(nn.Module):
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.channels, self.groups = channels, groups
+        self.weight = nn.Parameter(torch.randn(channels))
+        self.bias = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, dy):
+        x = x.contiguous()
+        _, x_view, mean, rstd, _ = group_norm_forward(x, self.channels, self.groups, self.weight, self.bias, 1e-6)
+        _, dw, db = group_norm_backward(dy.contiguous(), x_view, self.weight, self.bias, mean, rstd,
+                                        self.channels, self.groups)
+        return dw, db
+'''),
     Case("poly_norm", "poly_norm_forward", "three normalised powers in one kernel, scalar weight loads",
          _p('''
          class Model(nn.Module):
