@@ -78,6 +78,17 @@ def is_kernel(obj: Any) -> bool:
     return isinstance(obj, _kernel_types())
 
 
+def _is_triton_builtin(obj: Any) -> bool:
+    """A Triton builtin made with Triton's own decorators, wherever it is defined (FlagGems' and
+    others' language extensions are built this way)."""
+    try:
+        from triton.language import core
+
+        return bool(core.is_builtin(obj))
+    except Exception:  # noqa: BLE001 - an object whose attributes raise is not a builtin
+        return False
+
+
 def discover(module: ModuleType, candidate_file: str, extra: tuple[Any, ...] = ()) -> list[KernelInfo]:
     """Kernels defined in `candidate_file` reachable from the module's globals (and `extra` objects).
 
@@ -192,7 +203,7 @@ class BodyChecker:
         if isinstance(value, tuple):
             described = [BodyChecker._describe_foreign(v) for v in value[:64]]
             return next((d for d in described if d is not None), None)
-        if is_kernel(value):
+        if is_kernel(value) or _is_triton_builtin(value):
             return None
         if isinstance(value, ModuleType):
             root = value.__name__.split(".")[0]
