@@ -159,8 +159,11 @@ class LaunchRecorder:
             if recorder.active and not warmup:
                 with untraced():
                     recorder._before(self, args, kwargs)
-            result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
-            recorder._note_rewrite(self)
+            try:
+                result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            finally:
+                # The interpreter's own rewrite, even when the kernel then raised.
+                recorder._note_rewrite(self)
             # Recorded only once the launch returned: a kernel that raises did no work.
             if recorder.active and not warmup:
                 with untraced():

@@ -5,9 +5,10 @@ Attack surface: raw memory of the worker through a library that opens files for 
   (numpy's DataSource opening /proc/self/mem), which the first wave's policy attributed to numpy
   (red-team finding 2)
 Strategy: opens /proc/self/mem read-write through numpy.lib.npyio.DataSource at import; an honest
-  kernel runs otherwise
-Expected status: integrity_violation
-Expected violation: forbidden_construct
+  kernel runs otherwise. In the jail there is no /proc (the open fails); without the jail the
+  policy refuses the open, which it blames on the candidate below numpy
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """
