@@ -42,3 +42,10 @@ def test_configs_beyond_the_trials_are_named_in_a_notice():
     assert result.status == Status.OK
     (notice,) = [n for n in result.notices if n.code == "autotune_partial"]
     assert re.search(r"checked 1 of its 3 configs", notice.message), notice.message
+
+
+def test_the_rotation_runs_over_the_configs_left_after_pruning():
+    result = tritongym.evaluate(TINY_RELU, candidate("autotune_pruned_tail"), device="cpu", num_trials=2,
+                                input_families=(), timeout=120)
+    assert result.status == Status.OK, (result.status, result.error)
+    assert not [n for n in result.notices if n.code == "autotune_partial"], result.notices

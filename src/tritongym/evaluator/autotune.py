@@ -53,6 +53,8 @@ class AutotuneControl:
         self.ran: dict[int, tuple[str, str, int, int]] = {}
         #: Config positions each autotuner offered for benchmarking (the configs left after pruning).
         self.offered: dict[int, set[int]] = {}
+        #: The configs each autotuner kept after `prune_configs_by`, in order (the rotation's ring).
+        self.pruned: dict[int, list[Any]] = {}
 
     def select(self, trial: int) -> None:
         """Before a correctness call: trial `trial` runs config `trial mod n` of each kernel."""
@@ -80,7 +82,10 @@ class AutotuneControl:
         configs = list(tuner.configs)
         position = next((i for i, c in enumerate(configs) if c is config), 0)
         self.offered.setdefault(id(tuner), set()).add(position)
-        return [float((position - self.trial) % len(configs)), 0.0, 0.0]
+        # Rank among the configs left after pruning, so trial t runs pruned config t mod n.
+        pruned = self.pruned.get(id(tuner)) or configs
+        rank = next((i for i, c in enumerate(pruned) if c is config), position)
+        return [float((rank - self.trial) % len(pruned)), 0.0, 0.0]
 
     def note(self, tuner: Any) -> None:
         configs = list(tuner.configs)
@@ -117,6 +122,15 @@ def install(interpret: bool) -> AutotuneControl:
         control.note(self)
         return result
 
+    original_prune = Autotuner.prune_configs
+
+    def prune_configs(self, kwargs):  # noqa: ANN001 - Triton's signature
+        pruned = original_prune(self, kwargs)
+        control.pruned[id(self)] = list(pruned)
+        return pruned
+
+    prune_configs.__wrapped__ = original_prune  # type: ignore[attr-defined]
+    Autotuner.prune_configs = prune_configs
     _bench.__wrapped__ = original_bench  # type: ignore[attr-defined]
     run.__wrapped__ = original_run  # type: ignore[attr-defined]
     Autotuner._bench = _bench
