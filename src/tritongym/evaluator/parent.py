@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -123,6 +123,8 @@ class _Evaluation:
     kernels_found: bool = True
     #: autotuned kernel -> (config positions the trials ran, number of configs)
     autotune_checked: dict[str, tuple[set[int], int]] = field(default_factory=dict)
+    #: wall-clock seconds per phase (`EvalResult.phase_seconds`)
+    phases: dict[str, float] = field(default_factory=dict)
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -178,13 +180,16 @@ class _Evaluation:
     def run_trials(self, reference: ReferenceRunner, candidate: WorkerHandle, weight_seed: int) -> None:
         init_inputs = reference.setup(weight_seed)
         phase = "import"
+        clock = time.monotonic()
         try:
             ready = self._expect(candidate.receive(), "ready", phase)
             self.note_kernels(ready)
+            self.phases["import"], clock = time.monotonic() - clock, time.monotonic()
             phase = "build"
             built = self._expect(candidate.request("build", {"init_inputs": init_inputs,
                                                              "weight_seed": weight_seed}), "built", phase)
             self.note_tampering(built.get("tampered", []), "while building the model")
+            self.phases["build"], clock = time.monotonic() - clock, time.monotonic()
             plan = [FAMILY_TASK] * self.options.num_trials + list(self.options.input_families)
             want_truth = self.options.precision_policy != "off"
             for index, family in enumerate(plan):
@@ -207,6 +212,7 @@ class _Evaluation:
                 if reply.get("nonce") != nonce:
                     raise ProtocolError("the reply answers another request (nonce mismatch)")
                 self.record_call(index, trial, reply)
+            self.phases["trials"] = time.monotonic() - clock
         except TimeoutError as exc:
             raise CandidateFailed(
                 Status.TIMEOUT,
@@ -335,6 +341,7 @@ class _Evaluation:
             solution_hash=normalized_source_hash(self.solution_source),
             duration_s=round(time.monotonic() - started, 3),
             candidate_log=candidate.log_tail() if candidate is not None else "",
+            phase_seconds={name: round(seconds, 4) for name, seconds in self.phases.items()},
         )
         if status == Status.OK:
             result.speedup_vs_compile = measurement.speedup_vs_compile(self.timing, self.options.max_speedup)
@@ -342,19 +349,63 @@ class _Evaluation:
         return result
 
 
+class CandidateLauncher(Protocol):
+    """How the candidate worker is started: a fresh jailed process (`SpawnLauncher`, the default) or a
+    child of a warm fork server (`tritongym.execution`). Either way the worker speaks the same
+    protocol on `channel_fd`, and `start` returns a handle with `WorkerProcess`'s methods."""
+
+    def candidate_cgroup(self, evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
+        """The cgroup that caps this candidate (None: rlimits only; add a notice saying so)."""
+        ...
+
+    def start(self, module: str, source_path: str, **kwargs: Any) -> WorkerProcess:
+        """Start the worker; keyword arguments are `sandbox.spawn_worker`'s."""
+        ...
+
+
+class SpawnLauncher:
+    """One fresh ``python -I -m ...`` process per candidate (jailed by bwrap when the mode says so)."""
+
+    def candidate_cgroup(self, evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
+        return _candidate_cgroup(evaluation, max_pids, memory_bytes)
+
+    def start(self, module: str, source_path: str, **kwargs: Any) -> WorkerProcess:
+        return spawn_worker(module, source_path, **kwargs)
+
+
+class ReferenceSource(Protocol):
+    """Where an evaluation gets its reference runner: a fresh worker each time (`FreshReferences`)
+    or a warm one kept per problem (`tritongym.execution`)."""
+
+    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner: ...
+
+    def release(self, runner: ReferenceRunner, reusable: bool) -> None: ...
+
+
+class FreshReferences:
+    """A new reference worker per evaluation, closed at its end."""
+
+    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner:
+        return ReferenceRunner(problem, device=device, timeout=timeout)
+
+    def release(self, runner: ReferenceRunner, reusable: bool) -> None:
+        runner.close()
+
+
 def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, log: Path,
            limits: ResourceLimits, interpret: bool, budget: Budget,
            problem_path: Path | None = None, cgroup: Cgroup | None = None,
            extra_args: tuple[str, ...] = (), source_text: str | None = None,
-           memory_fraction: float = 0.5) -> WorkerHandle:
+           memory_fraction: float = 0.5, launcher: CandidateLauncher | None = None) -> WorkerHandle:
     """Start a candidate worker and hand it the channel key before any candidate code runs."""
     parent_end, child_end = socket.socketpair()
     key = secrets.token_bytes(32)
+    launcher = launcher or SpawnLauncher()
     try:
-        process = spawn_worker(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
-                               channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
-                               interpret=interpret, problem_path=str(problem_path) if problem_path else None,
-                               cgroup=cgroup, extra_args=extra_args)
+        process = launcher.start(module, str(source), device=device, mode=mode, job_dir=job_dir, log_path=log,
+                                 channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
+                                 interpret=interpret, problem_path=str(problem_path) if problem_path else None,
+                                 cgroup=cgroup, extra_args=extra_args)
     except BaseException:
         parent_end.close()
         if cgroup is not None:
@@ -476,14 +527,36 @@ def evaluate(
         SolutionError: the solution file cannot be read.
         OptionsError: an option is invalid (for example ``device='cuda'`` without a GPU).
         EvaluatorError: a worker process could not be started.
+
+    Many evaluations at once: `tritongym.evaluate_many` (a warm pool of sandboxed workers).
     """
     options = replace(options or EvalOptions(), **overrides) if overrides else (options or EvalOptions())
+    return run_evaluation(problem, solution, options)
+
+
+def run_evaluation(
+    problem: Problem | str | os.PathLike[str],
+    solution: str | os.PathLike[str],
+    options: EvalOptions,
+    *,
+    launcher: CandidateLauncher | None = None,
+    references: ReferenceSource | None = None,
+    phase_seconds: dict[str, float] | None = None,
+) -> EvalResult:
+    """`evaluate` with the worker strategy chosen by the caller (the execution layer's pool).
+
+    `launcher` starts the candidate worker (default: a fresh process), `references` provides the
+    reference runner (default: a fresh worker, closed at the end); `phase_seconds` holds phases
+    measured before this call (the pool's queue wait). The verdict logic is the same either way.
+    """
     started = time.monotonic()
     problem = _as_problem(problem)
     source = _read_solution(solution)
     device = resolve_device(options.device)
+    references = references or FreshReferences()
     evaluation = _Evaluation(problem=problem, solution_source=source, options=options, device=device,
                              sandbox="not started")
+    evaluation.phases.update(phase_seconds or {})
     if options.seed is not None:
         rng = random.Random(options.seed)
         evaluation.seed_source = lambda: rng.getrandbits(63)
@@ -497,8 +570,10 @@ def evaluate(
     seed_for_weights = evaluation.seed_source()
     private = Path(tempfile.mkdtemp(prefix="tritongym-"))
     reference = candidate = None
+    reference_reusable = False
     failure: CandidateFailed | None = None
     try:
+        phase_started = time.monotonic()
         job = private / "job"
         job.mkdir()
         (job / "candidate.py").write_text(source, encoding="utf-8")
@@ -510,26 +585,36 @@ def evaluate(
         candidate_limits = ResourceLimits(memory_bytes=memory_bytes, max_processes=options.max_processes,
                                           job_dir_bytes=options.disk_limit_mb << 20,
                                           cpu_seconds=int(options.timeout * 4 + 60))
-        cgroup = _candidate_cgroup(evaluation, options.max_processes, memory_bytes)
+        launcher = launcher or SpawnLauncher()
+        cgroup = launcher.candidate_cgroup(evaluation, options.max_processes, memory_bytes)
         candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, budget=Budget(options.timeout),
                            problem_path=job / "problem.py", cgroup=cgroup,
                            extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
                                        in options.disabled_checks else ()), source_text=source,
-                           memory_fraction=options.candidate_memory_fraction)
-        reference = ReferenceRunner(problem, device=device, timeout=options.reference_timeout)
+                           memory_fraction=options.candidate_memory_fraction, launcher=launcher)
+        reference = references.acquire(problem, device, options.reference_timeout)
+        evaluation.phases["startup"] = time.monotonic() - phase_started
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
             on_gpu = device.startswith("cuda")
             measurement.note_device(evaluation, reference)
             wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and wants_timing:
+                phase_started = time.monotonic()
                 measurement.run_timing(evaluation, reference, candidate)
+                evaluation.phases["timing"] = time.monotonic() - phase_started
             if evaluation.passing() and on_gpu and options.profile_calls > 0:
+                phase_started = time.monotonic()
                 measurement.run_profile(evaluation, candidate)
+                evaluation.phases["profile"] = time.monotonic() - phase_started
+            reference_reusable = True
         except CandidateFailed as exc:
             failure = exc
+            # The reference answered every request it got; on a GPU a timing session may be half
+            # way, so only a CPU reference is kept after a candidate's failure.
+            reference_reusable = device == "cpu"
         except TritongymError:
             raise  # the problem, the options or the machine: not the candidate's doing
         except Exception as exc:  # noqa: BLE001 - whatever a worker sends ends in a verdict
@@ -545,5 +630,5 @@ def evaluate(
             candidate.process.release()
             candidate.channel.close()
         if reference is not None:
-            reference.close()
+            references.release(reference, reference_reusable)
         shutil.rmtree(private, ignore_errors=True)

@@ -188,6 +188,9 @@ class EvalResult:
     solution_hash: str | None = None
     duration_s: float = 0.0
     candidate_log: str = ""
+    #: Wall-clock seconds per phase: ``queue`` (waiting for a pool slot), ``startup`` (until the
+    #: candidate worker is ready to import), ``import``, ``build``, ``trials``, ``timing``, ``profile``.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -231,6 +234,7 @@ class EvalResult:
             solution_hash=data.get("solution_hash"),
             duration_s=float(data.get("duration_s", 0.0)),
             candidate_log=data.get("candidate_log", ""),
+            phase_seconds={str(k): float(v) for k, v in (data.get("phase_seconds") or {}).items()},
         )
 
     def summary(self) -> str:
