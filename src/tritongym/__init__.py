@@ -6,6 +6,9 @@ The top level re-exports the evaluator's public API::
     result = tritongym.evaluate("problem.py", "solution.py", device="cpu")
     result.status, result.reward, result.violations
 
+    # many at once, on a warm pool of sandboxed workers
+    results = tritongym.evaluate_many([tritongym.EvalRequest(problem, code) for code in candidates])
+
 Names are loaded on first use (PEP 562), so ``import tritongym`` and ``tritongym --help`` do not
 pay for importing torch.
 """
@@ -33,6 +36,12 @@ _EXPORTS = {
     "compute_reward": "tritongym.evaluator",
     "evaluate": "tritongym.evaluator",
     "prs_keep_probability": "tritongym.evaluator",
+    "Completed": "tritongym.execution",
+    "EvalRequest": "tritongym.execution",
+    "LocalPool": "tritongym.execution",
+    "aevaluate": "tritongym.execution",
+    "aevaluate_many": "tritongym.execution",
+    "evaluate_many": "tritongym.execution",
     "Problem": "tritongym.tasks",
     "builtin_suite": "tritongym.tasks",
     "load_hf_dataset": "tritongym.tasks",
@@ -77,6 +86,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         compute_reward,
         evaluate,
         prs_keep_probability,
+    )
+    from tritongym.execution import (
+        Completed,
+        EvalRequest,
+        LocalPool,
+        aevaluate,
+        aevaluate_many,
+        evaluate_many,
     )
     from tritongym.tasks import (
         Problem,
