@@ -1,0 +1,194 @@
+"""Mutation testing of the verdict- and reward-deciding modules with mutmut 3 (issue 14).
+
+For each module, mutmut plants small bugs one at a time (an operator flipped, a constant changed, a
+call argument dropped, ...) and runs the module's *fast unit tests* against each; a mutant the tests
+do not notice "survives". The score is killed / (killed + survived + timeout + no tests): a mutant
+no test even reaches counts against the module.
+
+Each module runs in its own throw-away workspace (``--workdir``/<module>): a copy of ``src/``,
+``tests/`` and ``pyproject.toml`` plus a ``setup.cfg`` that tells mutmut which single file to mutate
+and which test files to run. Nothing is written into the repository, and ``pyproject.toml`` needs no
+``[tool.mutmut]`` table. mutmut (3.8) only mutates code inside functions and methods: module constants and
+dataclass field defaults are not mutated (tests/unit/evaluator/test_defaults.py pins those).
+
+Not in CI: a module takes minutes to tens of minutes on a 2-core machine.
+
+Usage (needs ``pip install -e .[test,mutation]``)::
+
+    python benchmarks/mutation.py                          # every module, summary table
+    python benchmarks/mutation.py trivial reward --jobs 2  # selected modules
+    python benchmarks/mutation.py --list                   # module names and their test files
+    python benchmarks/mutation.py trivial --survivors      # also print each surviving mutant's diff
+
+The summary (one JSON object per module) is also written to ``--workdir``/summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+EVALUATOR = "src/tritongym/evaluator"
+RL = "src/tritongym/rl"
+DEFAULTS_TEST = "tests/unit/evaluator/test_defaults.py"
+
+# module name -> (file to mutate, fast unit tests that exercise it)
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "compare": (f"{EVALUATOR}/compare.py", ["tests/unit/evaluate/test_compare.py", DEFAULTS_TEST]),
+    "checks": (f"{EVALUATOR}/checks.py", ["tests/unit/evaluate/test_checks.py"]),
+    "trivial": (f"{EVALUATOR}/trivial.py", ["tests/unit/evaluator/test_trivial.py", DEFAULTS_TEST]),
+    "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py",
+                                           "tests/unit/evaluator/test_prs.py", DEFAULTS_TEST]),
+    "optrace": (f"{EVALUATOR}/optrace.py", ["tests/unit/evaluate/test_optrace.py", DEFAULTS_TEST]),
+    "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
+    "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
+    "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
+    "correction": (f"{RL}/correction.py", ["tests/unit/rl"]),
+    "estimators": (f"{RL}/estimators.py", ["tests/unit/rl"]),
+}
+
+# mutmut's exit-code classes (mutmut.__main__.status_by_exit_code), folded into what the score needs.
+KILLED = {"killed"}
+COUNTED = {"killed", "survived", "timeout", "no tests", "suspicious", "segfault"}
+
+
+@dataclass
+class ModuleScore:
+    module: str
+    path: str
+    tests: list[str]
+    killed: int = 0
+    survived: int = 0
+    other: dict[str, int] = field(default_factory=dict)  # timeout, no tests, skipped, not checked, ...
+    survivors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def total(self) -> int:
+        return self.killed + self.survived + sum(n for s, n in self.other.items() if s in COUNTED)
+
+    @property
+    def score(self) -> float | None:
+        return self.killed / self.total if self.total else None
+
+
+def prepare_workspace(workspace: Path, target: str, tests: list[str]) -> None:
+    """A fresh copy of the sources and tests with a setup.cfg naming one file to mutate."""
+    if workspace.exists():
+        shutil.rmtree(workspace)
+    workspace.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "src", workspace / "src", ignore=ignore)
+    shutil.copytree(REPO / "tests", workspace / "tests", ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", workspace / "pyproject.toml")
+    lines = ["[mutmut]", "source_paths = src/", f"only_mutate = {target}", "use_git_change_detection = false",
+             "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
+    (workspace / "setup.cfg").write_text("\n".join(lines) + "\n")
+
+
+def read_results(workspace: Path, target: str) -> tuple[dict[str, str], str | None]:
+    """mutant name -> status, from mutmut's meta file for the mutated source."""
+    from mutmut.stats import status_by_exit_code
+
+    meta = workspace / "mutants" / (target + ".meta")
+    if not meta.exists():
+        return {}, f"no mutmut results at {meta}"
+    data = json.loads(meta.read_text())
+    return {name: status_by_exit_code.get(code, f"exit {code}")
+            for name, code in data["exit_code_by_key"].items()}, None
+
+
+def mutmut_command() -> list[str]:
+    # The console script, not `python -m mutmut`: under -m, mutmut's __main__ module would be imported a
+    # second time by the mutated code's trampolines and fail on multiprocessing.set_start_method.
+    script = Path(sys.executable).parent / "mutmut"
+    return [str(script)] if script.exists() else [shutil.which("mutmut") or "mutmut"]
+
+
+def show_mutant(workspace: Path, name: str) -> str:
+    done = subprocess.run([*mutmut_command(), "show", name], cwd=workspace,
+                          capture_output=True, text=True)
+    return done.stdout.strip() or done.stderr.strip()
+
+
+def run_module(name: str, workdir: Path, jobs: int, show: bool) -> ModuleScore:
+    target, tests = MODULES[name]
+    score = ModuleScore(module=name, path=target, tests=tests)
+    workspace = workdir / name
+    prepare_workspace(workspace, target, tests)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    start = time.perf_counter()
+    log = workspace / "mutmut.log"
+    with log.open("w") as out:
+        done = subprocess.run([*mutmut_command(), "run", "--max-children", str(jobs)],
+                              cwd=workspace, env=env, stdout=out, stderr=subprocess.STDOUT)
+    score.seconds = round(time.perf_counter() - start, 1)
+    statuses, error = read_results(workspace, target)
+    if done.returncode != 0 or error:
+        score.error = error or f"mutmut exited {done.returncode}; see {log}"
+    for mutant, status in sorted(statuses.items()):
+        if status in KILLED:
+            score.killed += 1
+        elif status == "survived":
+            score.survived += 1
+            score.survivors.append(mutant)
+        else:
+            score.other[status] = score.other.get(status, 0) + 1
+    if show:
+        for mutant in score.survivors:
+            print(f"--- {mutant}\n{show_mutant(workspace, mutant)}\n", flush=True)
+    return score
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"modules to run (default: all of {', '.join(MODULES)})")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/tritongym-mutation"),
+                        help="where the per-module workspaces go (default /tmp/tritongym-mutation)")
+    parser.add_argument("--survivors", action="store_true", help="print the diff of each surviving mutant")
+    parser.add_argument("--list", action="store_true", help="list the modules and their tests, then exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (target, tests) in MODULES.items():
+            print(f"{name:14} {target}  <- {' '.join(tests)}")
+        return 0
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {unknown}; choose from {list(MODULES)}")
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        parser.error("mutmut is not installed: pip install -e .[mutation]")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    summary_path = args.workdir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    print(f"{'module':14} {'killed':>6} {'surv.':>6} {'other':>6} {'score':>7} {'time':>8}", flush=True)
+    failed = False
+    for name in args.modules or list(MODULES):
+        score = run_module(name, args.workdir, args.jobs, args.survivors)
+        pct = f"{100 * score.score:.1f}%" if score.score is not None else "-"
+        print(f"{name:14} {score.killed:6} {score.survived:6} {sum(score.other.values()):6} {pct:>7} "
+              f"{score.seconds:7.0f}s  {score.other or ''} {score.error or ''}", flush=True)
+        failed |= score.error is not None
+        summary[name] = asdict(score) | {
+            "score": score.score, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+        summary_path.write_text(json.dumps(summary, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
