@@ -55,6 +55,8 @@ def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> 
     num = 0.0
     den = 0.0
     for y, e in zip(predicted, expected, strict=True):
+        if y.shape != e.shape:  # never broadcast one against the other
+            raise ValueError(f"relative_l2 needs equal shapes, got {tuple(y.shape)} and {tuple(e.shape)}")
         e64 = e.detach().to(torch.float64)
         y64 = y.detach().to(torch.float64)
         finite = torch.isfinite(e64) & torch.isfinite(y64)
@@ -87,6 +89,13 @@ class TrivialBaselines:
         self.counts[family] += 1
 
 
+def same_shapes(*leaf_lists: list[torch.Tensor]) -> bool:
+    """Whether the lists hold the same number of leaves, with equal shapes position by position."""
+    first = leaf_lists[0]
+    return all(len(other) == len(first) and all(a.shape == b.shape for a, b in zip(first, other, strict=True))
+               for other in leaf_lists[1:])
+
+
 def trivial_predictions(expected: list[torch.Tensor], inputs: list[Any],
                         previous_mean: list[torch.Tensor] | None) -> dict[str, list[torch.Tensor]]:
     """The reference-free predictors of one trial's floating outputs, by name."""
@@ -111,8 +120,8 @@ def check_beats_trivial(expected: Any, actual: Any, inputs: list[Any],
     """`ViolationCode.TRIVIAL_OUTPUT` when the candidate is not clearly better than a trivial output."""
     expected_leaves = float_leaves(expected)
     actual_leaves = float_leaves(actual)
-    if not expected_leaves or len(expected_leaves) != len(actual_leaves):
-        return None
+    if not expected_leaves or not same_shapes(expected_leaves, actual_leaves):
+        return None  # a structure or shape mismatch is the comparison's verdict
     candidate_error = relative_l2(actual_leaves, expected_leaves)
     for name, prediction in trivial_predictions(expected_leaves, inputs, previous_mean).items():
         trivial_error = relative_l2(prediction, expected_leaves)
@@ -133,8 +142,8 @@ def check_precision(expected: Any, actual: Any, truth: Any, factor: float, floor
     truth_leaves = float_leaves(truth)
     expected_leaves = float_leaves(expected)
     actual_leaves = float_leaves(actual)
-    if not truth_leaves or not (len(truth_leaves) == len(expected_leaves) == len(actual_leaves)):
-        return None
+    if not truth_leaves or not same_shapes(truth_leaves, expected_leaves, actual_leaves):
+        return None  # a structure or shape mismatch is the comparison's verdict
     reference_error = relative_l2(expected_leaves, truth_leaves)
     candidate_error = relative_l2(actual_leaves, truth_leaves)
     if candidate_error > factor * reference_error + floor:
