@@ -59,21 +59,45 @@ class Cgroup:
             with open(path, "w") as handle:
                 handle.write(pid)
 
-    def memory_exceeded(self) -> bool:
-        """True when the memory limit was hit (an OOM kill or failed charges)."""
+    #: memory event counts when `set_limits` last ran (a reused cgroup judges only what came after)
+    baseline: int = 0
+
+    def _memory_events(self) -> int:
+        """Failed charges plus OOM kills so far (0 without a memory controller)."""
         if self.memory_dir is None:
-            return False
+            return 0
         try:
             if self.version == 1:
-                if int((self.memory_dir / "memory.failcnt").read_text().strip() or 0) > 0:
-                    return True
+                count = int((self.memory_dir / "memory.failcnt").read_text().strip() or 0)
                 control = (self.memory_dir / "memory.oom_control").read_text()
-                return any(line.startswith("oom_kill ") and int(line.split()[1]) > 0 for line in control.splitlines())
+                return count + sum(int(line.split()[1]) for line in control.splitlines()
+                                   if line.startswith("oom_kill "))
             events = (self.memory_dir / "memory.events").read_text()
-            return any(line.split()[0] in ("oom", "oom_kill", "max") and int(line.split()[1]) > 0
-                       for line in events.splitlines())
+            return sum(int(line.split()[1]) for line in events.splitlines()
+                       if line.split()[0] in ("oom", "oom_kill", "max"))
         except (OSError, ValueError, IndexError):
-            return False
+            return 0
+
+    def memory_exceeded(self) -> bool:
+        """True when the memory limit was hit (an OOM kill or failed charges) since `set_limits`."""
+        return self._memory_events() > self.baseline
+
+    def set_limits(self, max_pids: int | None, memory_bytes: int | None) -> None:
+        """New caps for the next job of a reused cgroup (a fork server's slot), and a fresh baseline."""
+        for directory in self.directories:
+            if max_pids is not None and "pids" in self.limits and _write(directory / "pids.max", str(max_pids)):
+                self.limits["pids"] = max_pids
+        if self.memory_dir is not None and memory_bytes is not None:
+            if self.version == 1:
+                # v1 wants memory <= memory+swap at every step: raise the pair's upper one first.
+                _write(self.memory_dir / "memory.memsw.limit_in_bytes", str(memory_bytes))
+                written = _write(self.memory_dir / "memory.limit_in_bytes", str(memory_bytes))
+                _write(self.memory_dir / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            else:
+                written = _write(self.memory_dir / "memory.max", str(memory_bytes))
+            if written:
+                self.limits["memory"] = memory_bytes
+        self.baseline = self._memory_events()
 
     def pids(self) -> set[int]:
         found: set[int] = set()

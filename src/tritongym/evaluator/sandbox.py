@@ -226,7 +226,8 @@ def _gpu_binds(visible_devices: str | None = None, device_order: str | None = No
 
 
 def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = None, *,
-                  job_dir_bytes: int | None = None, seccomp_fd: int | None = None) -> list[str]:
+                  job_dir_bytes: int | None = None, seccomp_fd: int | None = None,
+                  cap_add: tuple[str, ...] = (), ro_binds: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """The bubblewrap prefix that jails one worker (see the module docstring).
 
     The job directory appears as a size-capped tmpfs at ``/job`` with every file of `job_dir`
@@ -234,6 +235,9 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     fill the host's disk); with `job_dir_bytes` None it is bound writable as before (callers that
     need that). There is no ``/proc``: nothing of the worker's memory, maps or descriptors, nor
     any other process, is visible as a file. `seccomp_fd` is a cBPF program (`seccomp`).
+    `cap_add` keeps capabilities inside the jail's user namespace (the fork server's children need
+    ``CAP_SYS_ADMIN`` there to mount their private folders; they drop it before candidate code);
+    `ro_binds` are extra ``(host, jail)`` read-only binds.
     """
     path = shutil.which("bwrap")
     if path is None:
@@ -241,6 +245,7 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     args = [
         path, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *[arg for cap in cap_add for arg in ("--cap-add", cap)],
         "--ro-bind", "/usr", "/usr",
     ]
     for link in ("lib", "lib64", "lib32", "bin", "sbin"):
@@ -268,6 +273,8 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
         for name in sorted(os.listdir(job_dir)):
             inside = os.path.join(JAIL_JOB_DIR, name)
             args += ["--ro-bind", os.path.join(job_dir, name), inside]
+    for host, inside in ro_binds:
+        args += ["--ro-bind", host, inside]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", JAIL_JOB_DIR]
@@ -293,6 +300,11 @@ class WorkerProcess:
         code = self.popen.poll()
         if code is None:
             return "still running"
+        return self.describe_code(code)
+
+    @staticmethod
+    def describe_code(code: int) -> str:
+        """An exit status in words: negative is death by that signal, above 128 too (as shells say)."""
         if code < 0:
             try:
                 return f"killed by {signal.Signals(-code).name}"
@@ -369,7 +381,7 @@ def sweep_processes(token: str) -> int:
 
 def spawn_worker(
     module: str,
-    source_path: str,
+    source_path: str | None,
     *,
     device: str,
     mode: str,
@@ -382,8 +394,15 @@ def spawn_worker(
     problem_path: str | None = None,
     cgroup: Cgroup | None = None,
     extra_args: tuple[str, ...] = (),
+    cap_add: tuple[str, ...] = (),
+    ro_binds: tuple[tuple[str, str], ...] = (),
+    jail_seccomp: bool = True,
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
+
+    The fork server (`tritongym.execution.forkserver`) is started here too, with no source
+    (`source_path` None), `cap_add` and `ro_binds` for its children's set-up, and
+    ``jail_seccomp=False``: each child loads the filter itself after its mounts.
 
     `source_path` is the module file the worker loads (the candidate or the problem), and
     `problem_path` an optional second one (the candidate worker's timing inputs); with bwrap
@@ -417,13 +436,15 @@ def spawn_worker(
     home = JAIL_JOB_DIR if mode == "bwrap" else str(job_dir)
     from tritongym.evaluator import seccomp
 
-    seccomp_fd = seccomp.program_fd() if mode == "bwrap" else None
+    seccomp_fd = seccomp.program_fd() if mode == "bwrap" and jail_seccomp else None
     prefix = bwrap_command(str(job_dir), cuda, gpu_env, job_dir_bytes=limits.job_dir_bytes,
-                           seccomp_fd=seccomp_fd) if mode == "bwrap" else []
+                           seccomp_fd=seccomp_fd, cap_add=cap_add, ro_binds=ro_binds) if mode == "bwrap" else []
     env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
-    argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd),
-            "--source", visible(source_path), "--device", "cuda" if cuda else device]
+    argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd)]
+    if source_path is not None:
+        argv += ["--source", visible(source_path)]
+    argv += ["--device", "cuda" if cuda else device]
     if problem_path is not None:
         argv += ["--problem", visible(problem_path)]
     argv += list(extra_args)

@@ -129,3 +129,27 @@ def make_non_dumpable() -> bool:
         return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         return False
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_filter(arch: str | None = None) -> bool:
+    """Load the filter into the calling process itself (and everything it starts); irreversible.
+
+    Used by the fork server's children, which set up their own mounts first (``mount`` is in the
+    deny-list) and then install the same program bwrap loads for a fresh worker. Sets
+    ``no_new_privs`` first, as the kernel requires of a process without ``CAP_SYS_ADMIN`` in its
+    user namespace. Returns False when this architecture has no filter or the kernel refused it.
+    """
+    try:
+        program = filter_program(arch)
+    except ValueError:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p).value)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER

@@ -1,0 +1,308 @@
+"""The evaluator's side of a fork server: start it jailed, hand it jobs, watch its children.
+
+A fresh candidate worker costs an interpreter start plus ``import torch, triton`` (~1.6 s on the
+CI machine) per evaluation. A fork server pays that once per pool slot: it runs inside the same
+bubblewrap jail a fresh worker gets (no network, no ``/proc``, read-only system, its own user and
+PID namespaces, ``--die-with-parent``), and for each candidate forks a child that builds a
+nested jail of its own before any candidate code runs (`forkserver_main` lists the steps).
+
+What differs from a fresh worker, and why it is as strong:
+
+* bwrap keeps ``CAP_SYS_ADMIN`` *inside the jail's user namespace* for the server, because each
+  child mounts its private ``/tmp`` and ``/job``. The child drops every capability (bounding set
+  included) and loads the seccomp deny-list before the candidate's import. Capabilities in a user
+  namespace confer nothing over the host.
+* The seccomp filter is loaded by the child, not by bwrap (the filter denies ``mount``, which the
+  child's set-up needs); it is the same program, loaded before candidate code.
+* Caps on memory and processes: the slot's cgroup (when this machine allows one) holds the server
+  and its one running child; the limits are set per job (server baseline + the job's caps).
+
+Siblings (candidates in other slots, at the same time) live in different fork servers, each
+child in its own mount, PID, IPC, network and UTS namespaces: they cannot see, signal, trace or
+touch each other (tests/execution/test_siblings.py attacks this).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tritongym.errors import EvaluatorError
+from tritongym.evaluator.cgroups import Cgroup, create_cgroup
+from tritongym.evaluator.result import Notice, NoticeCode
+from tritongym.evaluator.sandbox import JAIL_JOB_DIR, ResourceLimits, WorkerProcess, spawn_worker
+
+#: Seconds to wait for a fork server's ``ready`` (it imports torch and triton).
+START_TIMEOUT = 180.0
+#: Head-room above a job's memory cap for the server's own resident pages in the slot's cgroup.
+SERVER_MEMORY_HEADROOM = 2 << 30
+#: Processes of the server's tree besides the candidate's (bwrap init, server, middle, init).
+SERVER_PROCESSES = 8
+
+
+@functools.lru_cache(maxsize=1)
+def forkserver_problem() -> str | None:
+    """None when a jailed fork server can give its children nested namespaces here, else why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    if not sys.platform.startswith("linux"):
+        return "fork servers need Linux namespaces"
+    probe = ("import ctypes, os\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "assert libc.unshare(0x00020000 | 0x20000000 | 0x08000000 | 0x40000000 | 0x04000000) == 0, "
+             "os.strerror(ctypes.get_errno())\n"
+             "assert libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=1m') == 0, os.strerror(ctypes.get_errno())\n")
+    command = [bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--die-with-parent",
+               "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--ro-bind", "/", "/", "--dev", "/dev",
+               "--tmpfs", "/tmp", sys.executable, "-I", "-S", "-c", probe]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed: {exc}"
+    if completed.returncode != 0:
+        return f"nested namespaces are not available in the jail: {completed.stderr.strip()[-300:]}"
+    return None
+
+
+class ForkedWorker:
+    """The parent's handle on one forked candidate (`WorkerProcess`'s methods)."""
+
+    def __init__(self, server: ForkServerLauncher, job: str, log_path: Path, cgroup: Cgroup | None) -> None:
+        self.server = server
+        self.job = job
+        self.log_path = log_path
+        self.cgroup = cgroup
+        self.code: int | None = None
+        self.mode = "bwrap"
+
+    def exit_description(self) -> str:
+        if self.cgroup is not None and self.cgroup.memory_exceeded():
+            limit = self.cgroup.limits.get("memory", 0) / (1 << 30)
+            return f"exceeded the memory limit of {limit:g} GiB and was killed"
+        code = self.server.exit_code(self.job, wait=0.0)
+        if code is None:
+            return "still running"
+        return WorkerProcess.describe_code(code)
+
+    def wait_exit(self, grace: float) -> str:
+        if self.server.exit_code(self.job, wait=grace) is None:
+            self.kill()
+            return "still running; killed"
+        return self.exit_description()
+
+    def kill(self) -> None:
+        self.server.kill(self.job)
+
+    def release(self) -> None:
+        self.kill()
+        self.server.forget(self.job)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - limit))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return ("…" if size > limit else "") + text
+
+
+class ForkServerLauncher:
+    """A `CandidateLauncher` backed by one jailed fork server (one per pool slot and device)."""
+
+    def __init__(self, device: str, slot: int = 0) -> None:
+        self.device = device
+        self.slot = slot
+        self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
+        self._jobs = self._home / "jobs"
+        self._jobs.mkdir()
+        (self._home / "empty").mkdir()
+        self._send_lock = threading.Lock()
+        self._exits: dict[str, int] = {}
+        self._current: str | None = None
+        self._dead: str | None = None
+        self.cgroup = create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62)
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = spawn_worker(
+                "tritongym.execution.forkserver_main", None, device=device, mode="bwrap",
+                job_dir=self._home / "empty", log_path=self._home / "server.log", channel_fd=child_end.fileno(),
+                token=secrets.token_hex(12),
+                limits=ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
+                interpret=device == "cpu", cgroup=self.cgroup, cap_add=("CAP_SYS_ADMIN",),
+                ro_binds=((str(self._jobs), "/jobs"),), jail_seccomp=False)
+        except BaseException:
+            parent_end.close()
+            self._cleanup()
+            raise
+        finally:
+            child_end.close()
+        self.control = parent_end
+        ready = self._recv(START_TIMEOUT)
+        if ready is None or ready.get("op") != "ready":
+            log = self.process.log_tail(2000)
+            self.close()
+            raise EvaluatorError(f"the fork server did not start: {log}")
+
+    # -- the control channel -------------------------------------------------------------------
+    def _recv(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame, or None on timeout; a dead server marks the launcher lost."""
+        self.control.settimeout(max(timeout, 0.0001))
+        try:
+            data = self.control.recv(1 << 16)
+        except TimeoutError:
+            return None
+        except OSError as exc:
+            self._dead = f"control channel failed: {exc}"
+            return None
+        if not data:
+            self._dead = f"the fork server exited ({self.process.exit_description()})"
+            return None
+        frame = json.loads(data)
+        if frame.get("op") == "exited":
+            self._exits[frame["job"]] = int(frame["code"])
+        return frame
+
+    def _send(self, frame: dict[str, Any], fds: list[int] | None = None) -> None:
+        with self._send_lock:
+            try:
+                socket.send_fds(self.control, [json.dumps(frame).encode()], fds or [])
+            except OSError as exc:
+                self._dead = f"control channel failed: {exc}"
+                raise EvaluatorError(f"the fork server is gone: {exc}") from exc
+
+    def lost(self) -> bool:
+        """True when the server died (its job is not the candidate's verdict: the pool retries it)."""
+        return self._dead is not None or self.process.popen.poll() is not None
+
+    # -- CandidateLauncher -------------------------------------------------------------------------
+    def candidate_cgroup(self, evaluation: Any, max_pids: int, memory_bytes: int) -> Cgroup | None:
+        if self.cgroup is None or set(self.cgroup.limits) != {"pids", "memory"}:
+            have = ", ".join(sorted(self.cgroup.limits)) if self.cgroup else "none"
+            evaluation.notices.append(Notice(
+                NoticeCode.LIMITS_WEAKENED,
+                f"no cgroup with pids and memory caps could be created here (have: {have}); the candidate's "
+                "process count and memory are capped by rlimits only, which do not bind a root user's "
+                "process count or a CUDA process's memory"))
+            return None
+        self.cgroup.set_limits(max_pids + SERVER_PROCESSES, memory_bytes + SERVER_MEMORY_HEADROOM)
+        return None  # the slot's cgroup already holds the server and its children
+
+    def start(self, module: str, source_path: str, **kwargs: Any) -> ForkedWorker:
+        if module != "tritongym.evaluator.candidate_worker":
+            raise EvaluatorError(f"the fork server starts candidate workers only, not {module}")
+        if self.lost():
+            raise EvaluatorError(f"the fork server is gone ({self._dead or self.process.exit_description()})")
+        job_dir = Path(kwargs["job_dir"])
+        limits: ResourceLimits = kwargs["limits"]
+        job = secrets.token_hex(8)
+        folder = self._jobs / job
+        folder.mkdir()
+        files = sorted(p.name for p in job_dir.iterdir() if p.is_file())
+        for name in files:
+            shutil.copyfile(job_dir / name, folder / name)
+            os.chmod(folder / name, 0o444)
+        os.chmod(folder, 0o555)
+
+        def inside(path: str) -> str:
+            return os.path.join(JAIL_JOB_DIR, os.path.relpath(path, job_dir))
+
+        argv = ["--source", inside(source_path), "--device", "cuda" if self.device.startswith("cuda") else "cpu"]
+        if kwargs.get("problem_path"):
+            argv += ["--problem", inside(kwargs["problem_path"])]
+        argv += list(kwargs.get("extra_args", ()))
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+               "USER": "sandbox", "LOGNAME": "sandbox", "TRITONGYM_JOB": kwargs["token"], "HOME": JAIL_JOB_DIR,
+               "TMPDIR": "/tmp", "TRITON_CACHE_DIR": os.path.join(JAIL_JOB_DIR, ".triton")}
+        if kwargs.get("interpret"):
+            env["TRITON_INTERPRET"] = "1"
+        for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CC"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        frame = {"op": "start", "job": job, "dir": f"/jobs/{job}", "files": files, "argv": argv,
+                 "limits": limits.pairs(self.device.startswith("cuda")),
+                 "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env}
+        log_path = Path(kwargs["log_path"])
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self._send(frame, [kwargs["channel_fd"], log_fd])
+        finally:
+            os.close(log_fd)
+        deadline = time.monotonic() + 30
+        while True:
+            reply = self._recv(max(deadline - time.monotonic(), 0.0))
+            if reply is None:
+                raise EvaluatorError(f"the fork server did not start the job ({self._dead or 'no reply in 30 s'})")
+            if reply.get("job") == job and reply.get("op") == "started":
+                break
+            if reply.get("job") == job and reply.get("op") == "failed":
+                raise EvaluatorError(f"the fork server refused the job: {reply.get('message')}")
+        self._current = job
+        return ForkedWorker(self, job, log_path, self.cgroup)
+
+    # -- job control -------------------------------------------------------------------------------
+    def exit_code(self, job: str, wait: float) -> int | None:
+        """The job's exit code once its middle process ended (waiting up to `wait` s), else None."""
+        deadline = time.monotonic() + wait
+        while job not in self._exits:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.lost():
+                break
+            self._recv(remaining)
+        return self._exits.get(job)
+
+    def kill(self, job: str) -> None:
+        """SIGKILL the job's process tree (its namespace dies with its init) and wait for the exit."""
+        if job in self._exits or self.lost():
+            return
+        try:
+            self._send({"op": "kill", "job": job})
+        except EvaluatorError:
+            return
+        self.exit_code(job, wait=10.0)
+
+    def kill_current(self) -> None:
+        """Kill the running job (cancellation from another thread: send only, the slot reaps)."""
+        if self._current is not None and self._current not in self._exits and not self.lost():
+            try:
+                self._send({"op": "kill", "job": self._current})
+            except EvaluatorError:
+                pass
+
+    def forget(self, job: str) -> None:
+        self._exits.pop(job, None)
+        if self._current == job:
+            self._current = None
+        folder = self._jobs / job
+        if folder.exists():
+            os.chmod(folder, 0o755)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self) -> None:
+        try:
+            self._send({"op": "exit"})
+        except EvaluatorError:
+            pass
+        self.process.kill()
+        self.control.close()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.destroy()
+            self.cgroup = None
+        shutil.rmtree(self._home, ignore_errors=True)

@@ -1,0 +1,244 @@
+"""The fork server: runs jailed (bwrap), imports torch and triton once, forks one child per candidate.
+
+This process is trusted and never runs candidate code: it imports the harness, then only reads
+control frames from the evaluator (`forkserver.ForkServerLauncher`) and forks. Each child
+
+1. leaves the server's control socket behind and asks to die with its parent;
+2. enters new mount, PID, IPC, network and UTS namespaces (nested inside the jail's own), so a
+   candidate sees no sibling's files, processes, System V objects, abstract sockets or hostname;
+3. forks once more: the grandchild is PID 1 of the new PID namespace, so when it ends, the kernel
+   kills everything the candidate started; the middle process waits and reports its exit status;
+4. in the grandchild: private size-capped tmpfs at ``/tmp`` and ``/job``, the job's files copied
+   in and bound read-only, the server's job folder covered, rlimits, its own environment, log
+   and descriptors, ``/job`` as working directory;
+5. drops every capability (the jail gave the server ``CAP_SYS_ADMIN`` in its user namespace only
+   for step 4), loads the seccomp filter (the same deny-list bwrap loads for a fresh worker), and
+6. runs the candidate worker's ``main`` — the same code, protocol and checks as a fresh worker.
+
+Nothing of one candidate survives into the next: each is a fresh fork of a server that has never
+run candidate code, and its namespaces, folders and processes die with it.
+
+Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, dir,
+files, argv, limits, job_bytes, env}`` with two descriptors (the candidate's channel, its log),
+server → ``started {job}`` or ``failed {job, message}``, later ``exited {job, code}``; evaluator →
+``kill {job}``; ``exit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+# The warm part: everything a candidate worker imports, loaded once here.
+import torch  # noqa: F401
+import triton  # noqa: F401
+
+from tritongym.evaluator import candidate_worker, seccomp
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
+MAX_FRAME = 1 << 16
+
+
+class SetupError(RuntimeError):
+    """A step of the child's set-up failed (the machine's fault: reported, never run half-jailed)."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise SetupError(f"{what} failed: {os.strerror(errno)} (errno {errno})")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding set, then the effective, permitted and inheritable sets (irreversible)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL past the last capability this kernel knows
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def _report(fd: int, text: str) -> None:
+    try:
+        os.write(fd, text.encode())
+    except OSError:
+        pass
+
+
+def _exit_code(status: int) -> int:
+    """A wait status as a shell reports it: the exit code, or 128 + the signal that killed it."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
+    """PID 1 of the candidate's namespace: finish the jail, start the candidate worker, wait for it."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    size = int(job["job_bytes"])
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    _mount("tmpfs", "/job", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755")
+    source_dir = job["dir"]
+    for name in job["files"]:
+        if "/" in name or name.startswith("."):
+            raise SetupError(f"bad job file name {name!r}")
+        with open(os.path.join(source_dir, name), "rb") as src, open(os.path.join("/job", name), "wb") as dst:
+            dst.write(src.read())
+        inside = os.path.join("/job", name)
+        _mount(inside, inside, None, MS_BIND)
+        _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    # The server's folder of job files is covered by an empty read-only tmpfs in this namespace
+    # (the jail's own mounts are locked: they can be covered, not removed).
+    _mount("tmpfs", "/jobs", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
+    for name, value in job["limits"]:
+        limit = getattr(resource, name)
+        _, hard = resource.getrlimit(limit)
+        new = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (new, new))
+    os.environ.clear()
+    os.environ.update(job["env"])
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    for fd in (null, log_fd):
+        os.close(fd)
+    os.chdir("/job")
+    # As under bwrap, the worker is PID 2 and this process the namespace's init: signals the
+    # candidate sends itself behave as for any process, and orphans are reaped here.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            drop_capabilities()
+            if seccomp.machine_arch() in ("x86_64", "aarch64") and not seccomp.install_filter():
+                raise SetupError("the seccomp filter could not be loaded")
+        except BaseException as exc:  # noqa: BLE001 - never run the candidate half-jailed
+            _report(2, f"tritongym fork server: candidate set-up failed: {exc}\n")
+            os._exit(70)
+        sys.argv = ["tritongym-candidate", *job["argv"], "--fd", str(channel_fd)]
+        candidate_worker.main()  # ends with os._exit
+        os._exit(0)
+    os.close(channel_fd)
+    drop_capabilities()
+    while True:
+        try:
+            reaped, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(70)
+        if reaped == pid:
+            os._exit(_exit_code(status))
+
+
+def _child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> None:
+    """The middle process: new namespaces, then fork PID 1 of them and report how it ended."""
+    try:
+        control.close()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS), "unshare")
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _grandchild(job, channel_fd, log_fd)
+            except BaseException as exc:  # noqa: BLE001 - set-up failure: say it in the log, exit 70
+                _report(log_fd, f"tritongym fork server: candidate set-up failed: {exc}\n")
+                _report(2, f"tritongym fork server: candidate set-up failed: {exc}\n")
+            os._exit(70)
+        os.close(channel_fd)
+        os.close(log_fd)
+        _, status = os.waitpid(pid, 0)
+        os._exit(_exit_code(status))
+    except BaseException as exc:  # noqa: BLE001
+        _report(log_fd, f"tritongym fork server: candidate set-up failed: {exc}\n")
+        os._exit(70)
+
+
+def _send(control: socket.socket, frame: dict) -> None:
+    control.send(json.dumps(frame).encode())
+
+
+def serve(control: socket.socket) -> None:
+    running: dict[int, str] = {}
+    _send(control, {"op": "ready", "threads": __import__("threading").active_count()})
+    while True:
+        readable, _, _ = select.select([control], [], [], 0.01)
+        while running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            job_id = running.pop(pid, None)
+            if job_id is not None:
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                _send(control, {"op": "exited", "job": job_id, "code": code})
+        if not readable:
+            continue
+        data, fds, _flags, _addr = socket.recv_fds(control, MAX_FRAME, 2)
+        if not data:
+            return  # the evaluator went away
+        frame = json.loads(data)
+        op = frame.get("op")
+        if op == "exit":
+            for pid in running:
+                os.kill(pid, signal.SIGKILL)
+            return
+        if op == "kill":
+            for pid, job_id in running.items():
+                if job_id == frame.get("job"):
+                    os.kill(pid, signal.SIGKILL)
+            continue
+        if op != "start" or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "failed", "job": frame.get("job"), "message": f"bad frame {op!r}"})
+            continue
+        channel_fd, log_fd = fds
+        pid = os.fork()
+        if pid == 0:
+            _child(frame, control, channel_fd, log_fd)
+        os.close(channel_fd)
+        os.close(log_fd)
+        running[pid] = frame["job"]
+        _send(control, {"op": "started", "job": frame["job"]})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="tritongym fork server (internal)")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
+    args = parser.parse_args()
+    seccomp.make_non_dumpable()
+    control = socket.socket(fileno=args.fd)
+    serve(control)
+
+
+if __name__ == "__main__":
+    main()
