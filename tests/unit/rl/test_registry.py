@@ -140,3 +140,140 @@ def test_plugin_registration_is_visible_to_compute_advantages():
             ADVANTAGE_ESTIMATORS.add("trloo", _constant)
     finally:
         ADVANTAGE_ESTIMATORS._entries.pop(name)  # keep the global registry as shipped
+
+
+# -- every registered name dispatches to its own function, compared by value (issue 14) ---------------
+# The inputs make the built-ins disagree (groups of unequal spread and size, γ < 1, padded rows), so a
+# name routed to a sibling (grpo → dr_grpo, trloo → turn_grpo, ppo_clip → reinforce) fails by value.
+
+GROUP_IDS = torch.tensor([3, 3, 3, 7, 7, 7, 7])
+SCORES = torch.tensor([1.0, 0.0, 0.5, 3.0, 2.0, 0.0, 0.5], dtype=torch.float64)
+TURN_REWARDS = torch.tensor([[1.0, 0.5, 0.0], [0.0, 2.0, 1.0], [0.5, 0.0, 0.0],
+                             [2.0, 1.0, 3.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.5, 2.0, 2.0]],
+                            dtype=torch.float64)
+TURN_MASK = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0]],
+                         dtype=torch.bool)
+
+
+def _token_inputs() -> AdvantageInputs:
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.ones(7, 5, dtype=torch.bool)
+    mask[1, 3:] = mask[4, 2:] = False
+    rewards = torch.zeros(7, 5, dtype=torch.float64)
+    last = mask.sum(1) - 1
+    rewards[torch.arange(7), last] = SCORES
+    return AdvantageInputs(
+        group_ids=GROUP_IDS, token_rewards=rewards, response_mask=mask,
+        log_probs_old=-torch.rand(7, 5, generator=generator, dtype=torch.float64),
+        sum_pi_squared=torch.rand(7, 5, generator=generator, dtype=torch.float64) * 0.9 + 0.05,
+        rollout_is_weights=torch.rand(7, 5, generator=generator, dtype=torch.float64) + 0.5,
+    )
+
+
+def _advantage_cases():
+    scores = AdvantageInputs(group_ids=GROUP_IDS, scores=SCORES)
+    turns = AdvantageInputs(group_ids=GROUP_IDS, turn_rewards=TURN_REWARDS, turn_mask=TURN_MASK)
+    token = _token_inputs()
+    return {
+        "grpo": [(scores, {}, lambda: rl.grpo_advantages(SCORES, GROUP_IDS)),
+                 (scores, {"norm_by_std": False}, lambda: rl.grpo_advantages(SCORES, GROUP_IDS, norm_by_std=False)),
+                 (scores, {"eps": 0.5}, lambda: rl.grpo_advantages(SCORES, GROUP_IDS, eps=0.5))],
+        "dr_grpo": [(scores, {}, lambda: rl.dr_grpo_advantages(SCORES, GROUP_IDS))],
+        "rloo": [(scores, {}, lambda: rl.rloo_advantages(SCORES, GROUP_IDS))],
+        "trloo": [(turns, {}, lambda: rl.trloo_advantages(TURN_REWARDS, TURN_MASK, GROUP_IDS)),
+                  (turns, {"gamma": 0.5}, lambda: rl.trloo_advantages(TURN_REWARDS, TURN_MASK, GROUP_IDS, 0.5))],
+        "turn_grpo": [(turns, {}, lambda: rl.turn_grpo_advantages(TURN_REWARDS, TURN_MASK, GROUP_IDS)),
+                      (turns, {"gamma": 0.5},
+                       lambda: rl.turn_grpo_advantages(TURN_REWARDS, TURN_MASK, GROUP_IDS, 0.5))],
+        "optimal_token_baseline": [
+            (token, {}, lambda: otb_advantages(token.token_rewards, token.response_mask, GROUP_IDS,
+                                               token.log_probs_old, token.sum_pi_squared,
+                                               rollout_is_weights=token.rollout_is_weights)),
+            (token, {"leave_one_out": True},
+             lambda: otb_advantages(token.token_rewards, token.response_mask, GROUP_IDS, token.log_probs_old,
+                                    token.sum_pi_squared, rollout_is_weights=token.rollout_is_weights,
+                                    leave_one_out=True)),
+        ],
+    }
+
+
+def test_every_advantage_estimator_name_is_checked_by_value():
+    assert set(_advantage_cases()) == set(ADVANTAGE_ESTIMATORS.names())
+
+
+@pytest.mark.parametrize("name", sorted(_advantage_cases()))
+def test_advantage_dispatch_equals_the_direct_function_by_value(name):
+    for inputs, options, direct in _advantage_cases()[name]:
+        torch.testing.assert_close(compute_advantages(name, inputs, **options), direct(), rtol=0, atol=0)
+        torch.testing.assert_close(compute_advantages(AdvantageEstimator(name), inputs, **options), direct(),
+                                   rtol=0, atol=0)
+
+
+def test_the_built_in_advantage_estimators_disagree_on_the_dispatch_inputs():
+    # Otherwise the by-value comparison above could not tell one estimator from another.
+    scores = AdvantageInputs(group_ids=GROUP_IDS, scores=SCORES)
+    turns = AdvantageInputs(group_ids=GROUP_IDS, turn_rewards=TURN_REWARDS, turn_mask=TURN_MASK)
+    per_sequence = [rl.grpo_advantages(SCORES, GROUP_IDS), rl.dr_grpo_advantages(SCORES, GROUP_IDS),
+                    rl.rloo_advantages(SCORES, GROUP_IDS)]
+    for i in range(3):
+        for j in range(i):
+            assert not torch.allclose(per_sequence[i], per_sequence[j])
+    assert not torch.allclose(compute_advantages("trloo", turns), compute_advantages("turn_grpo", turns))
+    assert not torch.allclose(compute_advantages("trloo", turns), compute_advantages("trloo", turns, gamma=0.5))
+    assert not torch.allclose(compute_advantages("grpo", scores), compute_advantages("grpo", scores, eps=0.5))
+    token = _token_inputs()
+    assert not torch.allclose(compute_advantages("optimal_token_baseline", token),
+                              compute_advantages("optimal_token_baseline", token, leave_one_out=True))
+
+
+def _loss_inputs() -> rl.PolicyLossInputs:
+    generator = torch.Generator().manual_seed(1)
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[0, 2:] = mask[2, 1:] = False
+    log_probs_old = -torch.rand(3, 4, generator=generator, dtype=torch.float64)
+    log_probs = log_probs_old + 0.5 * torch.randn(3, 4, generator=generator, dtype=torch.float64)
+    return rl.PolicyLossInputs(
+        log_probs=log_probs, log_probs_old=log_probs_old, mask=mask,
+        advantages=torch.randn(3, 4, generator=generator, dtype=torch.float64),
+        weights=torch.rand(3, 4, generator=generator, dtype=torch.float64) + 0.5,
+    )
+
+
+def _direct_token_loss(name: str, inputs: rl.PolicyLossInputs) -> torch.Tensor:
+    if name == "ppo_clip":
+        return rl.ppo_clip_token_loss(inputs.log_probs, inputs.log_probs_old, inputs.advantages, inputs.mask,
+                                      weights=inputs.weights)
+    assert name == "reinforce", f"no direct reference for policy loss {name!r}: add one here"
+    return rl.reinforce_token_loss(inputs.log_probs, inputs.advantages, inputs.mask, weights=inputs.weights)
+
+
+def _hand_aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    m = mask.to(loss.dtype)
+    masked = loss * m
+    rows = int(mask.any(-1).sum())
+    if mode == "token-mean":
+        return masked.sum() / m.sum()
+    if mode == "seq-mean-token-sum":
+        return masked.sum() / rows
+    if mode == "seq-mean-token-mean":
+        return (masked.sum(-1) / m.sum(-1).clamp_min(1)).sum() / rows
+    assert mode == "seq-mean-token-sum-norm", f"no hand formula for aggregation mode {mode!r}: add one here"
+    return masked.sum() / rows / mask.shape[-1]
+
+
+@pytest.mark.parametrize("mode", sorted(rl.AGGREGATION_MODES.names()))
+@pytest.mark.parametrize("name", sorted(rl.POLICY_LOSSES.names()))
+def test_policy_loss_dispatch_equals_the_direct_functions_by_value(name, mode):
+    inputs = _loss_inputs()
+    token_loss = _direct_token_loss(name, inputs)
+    got = rl.compute_policy_loss(name, inputs, mode=mode)
+    torch.testing.assert_close(got, rl.aggregate_loss(token_loss, inputs.mask, mode), rtol=0, atol=0)
+    torch.testing.assert_close(got, _hand_aggregate(token_loss, inputs.mask, mode))
+
+
+def test_the_policy_losses_and_aggregation_modes_disagree_on_the_dispatch_inputs():
+    inputs = _loss_inputs()
+    ppo, reinforce = (_direct_token_loss(n, inputs) for n in ("ppo_clip", "reinforce"))
+    assert not torch.allclose(ppo, reinforce)
+    values = [float(_hand_aggregate(ppo, inputs.mask, mode)) for mode in rl.AGGREGATION_MODES.names()]
+    assert len(set(values)) == len(values) == 4
