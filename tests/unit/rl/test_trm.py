@@ -157,3 +157,127 @@ def test_pad_invariance_and_validation():
         trm_mask(lp, roll[:, :2], mask)
     with pytest.raises(ValueError, match="logits"):
         trm_exact_mask(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3))
+
+
+# -- padding near the thresholds (issue 14) ----------------------------------------------------------
+# Each row below has few valid tokens and many pads, with its statistic a hair inside or outside the
+# bound: a mean taken over the padded length instead of the valid tokens (or a max that sees a pad)
+# flips the verdict. The MRS/K3/geometric rejection masks of rl.correction share the rule.
+
+from tritongym.rl import geometric_rs_mask, k3_rs_mask, mrs_mask  # noqa: E402
+
+VALID, PADS = 3, 9
+
+
+def _k3_inverse(target: float) -> float:
+    """ℓ > 0 with e^ℓ − 1 − ℓ = target (bisection in float64)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if math.expm1(mid) - mid < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _padded(ell_values: list[float], garbage: float = 0.0):
+    """One row per entry: VALID tokens at ℓ, then PADS pads holding `garbage` log-ratios."""
+    rows = len(ell_values)
+    lp = torch.full((rows, VALID + PADS), garbage, dtype=torch.float64)
+    for i, ell in enumerate(ell_values):
+        lp[i, :VALID] = ell
+    mask = torch.zeros(rows, VALID + PADS, dtype=torch.bool)
+    mask[:, :VALID] = True
+    return lp, torch.zeros_like(lp), mask
+
+
+@pytest.mark.parametrize("garbage", [0.0, 30.0, math.nan])
+def test_trm_mean_k3_divides_by_the_valid_token_count(garbage):
+    delta = 0.001
+    inside, outside = _k3_inverse(0.99 * delta), _k3_inverse(1.01 * delta)
+    lp, roll, mask = _padded([inside, outside], garbage)
+    assert trm_mask(lp, roll, mask, max_k2=None, mean_k3=delta).tolist() == [True, False]
+    # over the padded length the outside row's mean would be 1.01·3/12·δ: kept by mistake
+    assert (1.01 * delta * VALID / (VALID + PADS)) < delta
+
+
+@pytest.mark.parametrize("garbage", [0.0, 30.0, math.nan])
+def test_trm_max_k2_looks_at_valid_tokens_only(garbage):
+    delta = 0.05
+    inside, outside = math.sqrt(2 * delta * 0.999), math.sqrt(2 * delta * 1.001)
+    lp, roll, mask = _padded([inside, outside], garbage)
+    assert trm_mask(lp, roll, mask, max_k2=delta, mean_k3=None).tolist() == [True, False]
+    lp[0, 1] = outside  # one valid token over the bound drops its row
+    assert trm_mask(lp, roll, mask, max_k2=delta, mean_k3=None).tolist() == [False, False]
+
+
+def test_trm_both_criteria_must_hold():
+    mean_only = _k3_inverse(0.0011)  # over δ_avg = 0.001, under δ_max = 0.05 (k2 ≈ 0.0011)
+    lp, roll, mask = _padded([mean_only])
+    assert trm_mask(lp, roll, mask, max_k2=0.05, mean_k3=None).item()
+    assert not trm_mask(lp, roll, mask, max_k2=0.05, mean_k3=0.001).item()
+    assert trm_mask(lp, roll, mask, max_k2=None, mean_k3=None).item()
+
+
+def test_ser_mean_divides_by_the_valid_token_count():
+    threshold = 0.05
+    lp, roll, mask = _padded([math.log1p(0.99 * threshold), math.log1p(1.01 * threshold)], garbage=5.0)
+    assert ser_mask(lp, roll, mask, threshold=threshold).tolist() == [True, False]
+
+
+def test_ln_trm_decision_is_unchanged_by_trailing_pads_at_its_threshold():
+    lp = torch.tensor([[0.02, -0.01, 0.03, 0.015]], dtype=torch.float64)
+    roll, mask = torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+    t = torch.arange(1, 5, dtype=torch.float64)  # rank among the valid tokens
+    w = ((lp.exp() - 1).abs() * torch.clamp(torch.sqrt((4 - t) * 0.5 / 2), max=1)).sum()
+    ratio = float(w / ln_trm_normaliser(4, 0.5))
+    padded_lp = torch.cat([lp, torch.full((1, 6), 9.0, dtype=torch.float64)], 1)
+    padded_mask = torch.cat([mask, torch.zeros(1, 6, dtype=torch.bool)], 1)
+    for threshold, kept in ((ratio * (1 + 1e-9), True), (ratio * (1 - 1e-9), False)):
+        assert ln_trm_mask(lp, roll, mask, delta=0.5, threshold=threshold).item() is kept
+        assert ln_trm_mask(padded_lp, torch.zeros_like(padded_lp), padded_mask, delta=0.5,
+                           threshold=threshold).item() is kept
+
+
+def test_trm_aggregate_normalises_by_rows_with_valid_tokens_before_rejection():
+    loss = torch.tensor([[1.0, 2.0, 9.0], [4.0, 9.0, 9.0], [9.0, 9.0, 9.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=torch.bool)  # row 2: all padding
+    keep = torch.tensor([True, False, True])
+    # seq-mean-token-sum: (1 + 2) / 2 rows with tokens (not / 1 kept row, not / 3 rows)
+    assert trm_aggregate_loss(loss, mask, keep).item() == pytest.approx(1.5)
+    # token-mean: 3 / 3 valid tokens before rejection
+    assert trm_aggregate_loss(loss, mask, keep, mode="token-mean").item() == pytest.approx(1.0)
+
+
+def test_mrs_geometric_mean_divides_by_the_valid_token_count():
+    # upper bound 1.001: log-ratio mean just under / over log(1.001), padded with garbage
+    up = math.log(1.001)
+    lp, roll, mask = _padded([0.999 * up, 1.001 * up], garbage=4.0)
+    assert geometric_rs_mask(lp, roll, mask).tolist() == [True, False]
+    assert mrs_mask(lp, roll, mask).tolist() == [True, False]
+    low = math.log(0.999)
+    lp, roll, mask = _padded([0.999 * low, 1.001 * low], garbage=-4.0)
+    assert mrs_mask(lp, roll, mask).tolist() == [True, False]
+
+
+def test_mrs_trajectory_pooling_counts_valid_tokens_of_every_turn():
+    # Trajectory of two turn rows: 3 valid tokens at 1.2·log(1.001) and 3 at 0.7·log(1.001): the pooled
+    # mean 0.95·log(1.001) is kept; rows alone: the first would be dropped.
+    up = math.log(1.001)
+    lp, roll, mask = _padded([1.2 * up, 0.7 * up], garbage=3.0)
+    traj = torch.tensor([5, 5])
+    assert mrs_mask(lp, roll, mask, traj).tolist() == [True, True]
+    assert mrs_mask(lp, roll, mask).tolist() == [False, True]
+
+
+def test_mrs_veto_ignores_pads_and_binds_just_below_its_threshold():
+    lp, roll, mask = _padded([0.0, 0.0], garbage=math.log(1e-9))  # pads far below the veto
+    lp[0, 0] = math.log(1e-4 * 1.01)
+    lp[0, 1] = -lp[0, 0]  # keep the row's mean inside the geometric bounds
+    lp[1, 0] = math.log(1e-4 * 0.99)
+    lp[1, 1] = -lp[1, 0]
+    assert mrs_mask(lp, roll, mask, lower=1e-6, upper=1e6).tolist() == [True, False]
+
+
+def test_k3_rejection_mean_divides_by_the_valid_token_count():
+    threshold = 0.01
+    lp, roll, mask = _padded([_k3_inverse(0.99 * threshold), _k3_inverse(1.01 * threshold)], garbage=-6.0)
+    assert k3_rs_mask(lp, roll, mask, threshold=threshold).tolist() == [True, False]
