@@ -250,3 +250,64 @@ def test_dvp_validation(kwargs, message):
     alpha = args.pop("alpha")
     with pytest.raises(ValueError, match=message):
         dvp_log_probs(torch.randn(2, 3, 9), tokens, alpha, **args)
+
+
+# -- the min-p threshold's edge, and padded positions (issue 14) -------------------------------------
+# V_S = {v : z_v ≥ max z + log α}: a token a hair above the threshold is in, a hair below is out
+# (log-prob OUT_OF_SET_LOG_PROB, no gradient); a padded position (garbage logits, a pad token) changes
+# nothing at the valid positions whatever the chunking.
+
+
+def _edge_logits(alpha: float, temperature: float = 1.0) -> torch.Tensor:
+    """Row 0: token 1 a hair inside the safe set; row 1: a hair outside (logits in float64)."""
+    edge = math.log(alpha) * temperature
+    return torch.tensor([[0.0, edge + 1e-9, -30.0, edge - 5.0],
+                         [0.0, edge - 1e-9, -30.0, edge - 5.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_a_token_a_hair_inside_the_min_p_threshold_is_safe_and_a_hair_outside_is_not(temperature):
+    alpha = 1e-3
+    logits = _edge_logits(alpha, temperature).requires_grad_()
+    tokens = torch.tensor([1, 1])
+    out = dvp_log_probs(logits, tokens, alpha, temperature=temperature)
+    assert out.in_safe.tolist() == [True, False]
+    torch.testing.assert_close(min_p_safe_mask(logits.detach(), alpha, temperature=temperature)[:, 1],
+                               torch.tensor([True, False]))
+    z = logits.detach()[0] / temperature
+    inside = z[1] - torch.logsumexp(z[:2], -1)  # V_S = {0, 1}
+    assert out.log_probs[0].item() == pytest.approx(inside.item(), abs=1e-12)
+    assert out.log_probs[1].item() == OUT_OF_SET_LOG_PROB
+    assert out.log_safe_mass[1].item() == pytest.approx(
+        (torch.logsumexp(z[:1], -1) - torch.logsumexp(logits.detach()[1] / temperature, -1)).item(), abs=1e-12)
+    out.log_probs.sum().backward()
+    assert (logits.grad[1] == 0).all()  # out of the safe set: no gradient
+    assert logits.grad[0, 1] > 0 and logits.grad[0, 2] == 0 and logits.grad[0, 3] == 0
+
+
+def test_topk_rollout_path_has_the_same_threshold_edge():
+    alpha = 1e-2
+    raw = torch.log_softmax(_edge_logits(alpha), -1)
+    out, complete = dvp_log_probs_from_topk(raw[:, 1], raw, alpha)
+    assert out.in_safe.tolist() == [True, False]
+    assert complete.all()  # the -30 and edge-5 tokens lie below the threshold: the top-k proves V_S
+    _, complete_top2 = dvp_log_probs_from_topk(raw[:, 1], raw[:, :2], alpha)
+    assert complete_top2.tolist() == [False, True]  # row 0: both top-2 are in V_S, more may be
+
+
+@pytest.mark.parametrize(("chunk", "vchunk"), [(1, None), (2, 3), (1024, 1)])
+def test_padded_positions_change_nothing_at_the_valid_positions(chunk, vchunk):
+    torch.manual_seed(11)
+    alpha = 0.05
+    valid = torch.randn(2, 3, 6, dtype=torch.float64) * 2
+    tokens = valid.argmax(-1)
+    reference = dvp_log_probs(valid, tokens, alpha)
+    garbage = torch.full((2, 4, 6), -1e4, dtype=torch.float64)
+    garbage[..., 5] = 1e4  # a single huge pad logit
+    padded = torch.cat([valid, garbage], 1)
+    padded_tokens = torch.cat([tokens, torch.zeros(2, 4, dtype=torch.long)], 1)  # pad token id 0
+    out = dvp_log_probs(padded, padded_tokens, alpha, chunk_size=chunk, vocab_chunk_size=vchunk)
+    for a, b in zip(out, reference, strict=True):
+        torch.testing.assert_close(a[:, :3], b, rtol=0, atol=1e-12)
+    assert not out.in_safe[:, 3:].any()  # the pad token 0 is far below the pad position's max
+    assert torch.isfinite(out.log_probs).all()
