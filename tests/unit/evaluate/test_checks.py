@@ -323,3 +323,143 @@ def test_evidence_that_is_not_an_object_is_a_protocol_error():
     for data in (None, [], "evidence", 5):
         with pytest.raises(ProtocolError):
             CallEvidence.parse(data)
+
+
+# -- every evidence field, valid and malformed; every check's code and message (issue 14) -------------
+# Found by mutation testing (benchmarks/mutation.py): the tampered/refused/foreign-thread/autotune fields
+# and the three checks built on them were reached only by the slow end-to-end corpus.
+
+
+def test_harness_refusal_thread_and_autotune_fields_parse():
+    evidence = honest(
+        tampered=["torch.allclose", "time.perf_counter"],
+        refused=["import ctypes", "os.system"],
+        compute_work=[3, 7],
+        foreign_thread_launches=2,
+        autotune=[{"kernel": "k", "config": "BLOCK=64", "index": 1, "of": 4}],
+    )
+    assert evidence.tampered == ("torch.allclose", "time.perf_counter")
+    assert evidence.refused == ("import ctypes", "os.system")
+    assert evidence.compute_work == (3, 7)  # (elements, flops), in that order
+    assert evidence.foreign_thread_launches == 2
+    assert evidence.autotune == (("k", "BLOCK=64", 1, 4),)
+    defaults = honest()
+    assert (defaults.tampered, defaults.refused, defaults.compute_work, defaults.foreign_thread_launches,
+            defaults.autotune) == ((), (), (0, 0), 0, ())
+
+
+def test_long_evidence_lists_are_cut_to_their_caps():
+    evidence = honest(host_reads=[9, [f"r{i}" for i in range(9)]], kernel_findings=[f"f{i}" for i in range(21)],
+                      autotune=[{"kernel": f"k{i}", "config": "c", "index": 0, "of": 1} for i in range(65)])
+    assert evidence.host_read_examples == tuple(f"r{i}" for i in range(8))
+    assert evidence.kernel_findings == tuple(f"f{i}" for i in range(20))
+    assert [a[0] for a in evidence.autotune] == [f"k{i}" for i in range(64)]
+
+
+def test_list_and_count_limits_are_inclusive_below_and_exclusive_above():
+    assert len(honest(compute_ops=["aten::add"] * checks.MAX_EVIDENCE_ITEMS).compute_ops) == 10_000
+    with pytest.raises(ProtocolError, match="a list of 10001 items exceeds 10000"):
+        honest(compute_ops=["aten::add"] * (checks.MAX_EVIDENCE_ITEMS + 1))
+    assert honest(foreign_thread_launches=2 ** 62 - 1).foreign_thread_launches == 2 ** 62 - 1
+    with pytest.raises(ProtocolError, match="a count out of range: 4611686018427387904"):
+        honest(foreign_thread_launches=2 ** 62)
+
+
+@pytest.mark.parametrize(("overrides", "reason"), [
+    ({"tampered": [1]}, "TypeError: expected a string, got int"),
+    ({"tampered": "torch.allclose"}, "TypeError: expected a list, got str"),
+    ({"refused": [None]}, "TypeError: expected a string, got NoneType"),
+    ({"foreign_thread_launches": -1}, "TypeError: a count out of range: -1"),
+    ({"foreign_thread_launches": True}, "TypeError: expected an int, got bool"),
+    ({"foreign_thread_launches": 1.0}, "TypeError: expected an int, got float"),
+    ({"autotune": [{"kernel": "k", "config": "c", "index": 0}]}, "KeyError: 'of'"),
+    ({"autotune": [{"config": "c", "index": 0, "of": 1}]}, "KeyError: 'kernel'"),
+    ({"autotune": [{"kernel": "k", "index": 0, "of": 1}]}, "KeyError: 'config'"),
+    ({"autotune": [{"kernel": "k", "config": "c", "of": 1}]}, "KeyError: 'index'"),
+    ({"autotune": [{"kernel": "k", "config": 3, "index": 0, "of": 1}]}, "TypeError: expected a string, got int"),
+    ({"autotune": [{"kernel": "k", "config": "c", "index": -1, "of": 1}]}, "TypeError: a count out of range: -1"),
+    ({"autotune": [{"kernel": "k", "config": "c", "index": 0, "of": "1"}]}, "TypeError: expected an int, got str"),
+    ({"autotune": {"kernel": "k"}}, "TypeError: expected a list, got dict"),
+    ({"compute_work": [1, 2, 3]}, r"TypeError: compute_work must be \[elements, flops\]"),
+    ({"compute_work": [-1, 2]}, "TypeError: a count out of range: -1"),
+    ({"host_reads": [1, [], 2]}, r"TypeError: host_reads must be \[elements, examples\]"),
+    ({"launches": [{"kernel": "k", "candidate": 1, "grid": "(1,)"}]}, "TypeError: expected a bool, got int"),
+    ({"threads_before": "1"}, "TypeError: expected an int, got str"),
+])
+def test_malformed_fields_name_the_reason(overrides, reason):
+    with pytest.raises(ProtocolError, match=f"^malformed call evidence: {reason}"):
+        CallEvidence.parse(evidence_dict(**overrides))
+
+
+def test_the_reason_of_a_malformed_evidence_is_cut_to_300_characters():
+    with pytest.raises(ProtocolError) as info:
+        CallEvidence.parse(evidence_dict(foreign_thread_launches=10 ** 400))
+    prefix = "malformed call evidence: TypeError: "
+    message = str(info.value)
+    assert message.startswith(prefix + "a count out of range: 1000")
+    assert len(message) == len(prefix) + 300
+
+
+def test_evidence_that_is_not_an_object_names_its_type():
+    with pytest.raises(ProtocolError, match="^malformed call evidence: TypeError: evidence must be an object, got "
+                                            "list"):
+        CallEvidence.parse([])
+
+
+def test_replaced_harness_functions_are_tampering_naming_the_first_eight():
+    assert checks.check_harness_untouched(honest()) is None
+    names = [f"f{i}" for i in range(9)]
+    violation = checks.check_harness_untouched(honest(tampered=names))
+    assert violation == Violation(ViolationCode.HARNESS_TAMPERING,
+                                  "the candidate replaced functions the evaluator relies on: " + ", ".join(names[:8]))
+
+
+def test_refused_operations_are_forbidden_constructs_naming_the_first_six():
+    assert checks.check_nothing_refused(honest()) is None
+    refused = [f"op{i}" for i in range(7)]
+    violation = checks.check_nothing_refused(honest(refused=refused))
+    assert violation == Violation(ViolationCode.FORBIDDEN_CONSTRUCT,
+                                  "the candidate attempted operations refused at run time: " + "; ".join(refused[:6]))
+
+
+def test_launches_from_another_thread_are_a_background_thread():
+    violation = checks.check_no_background_thread(honest(foreign_thread_launches=2))
+    assert violation == Violation(ViolationCode.BACKGROUND_THREAD,
+                                  "2 kernel launch(es) came from another thread; do all work inside the call, "
+                                  "on its own thread")
+    # the foreign launches are reported even when no thread is left running
+    assert checks.check_no_background_thread(honest(foreign_thread_launches=1, threads_after=1)) is not None
+    left = checks.check_no_background_thread(honest(threads_before=1, threads_after=3))
+    assert left == Violation(ViolationCode.BACKGROUND_THREAD,
+                             "the forward started 2 thread(s) that were still running when it returned; do all "
+                             "work inside the call")
+
+
+def test_python_in_kernel_and_host_compute_messages_show_the_first_three_findings():
+    violation = checks.check_kernels_are_triton(honest(kernel_findings=["a", "b", "c", "d"]))
+    assert violation == Violation(ViolationCode.PYTHON_IN_KERNEL, "a; b; c")
+    host = checks.check_no_host_compute(honest(host_reads=[100, ["a", "b", "c", "d"]]))
+    assert "(budget 64: a; b; c)" in host.message and "d" not in host.message.split("budget")[1].split(")")[0]
+
+
+def test_messages_of_the_launch_output_and_fallback_checks():
+    launched = checks.check_triton_launched(honest(launches=[]))
+    assert launched.message == ("the forward launched no Triton kernel defined in the solution; every forward must "
+                                "do its work in the solution's own @triton.jit kernels")
+    not_from = checks.check_output_from_kernel(honest(outputs=[{"plain": True, "from_kernel": False, "aliases": None}]))
+    assert not_from.message.endswith("(its storage was never a kernel argument); allocate the output and pass it "
+                                     "to the kernel that computes it")
+    covered = checks.check_no_pytorch_fallback(honest(compute_ops=["aten::relu"]), ["aten::relu"])
+    assert covered.message.endswith("; compute them in the solution's Triton kernels instead")
+
+
+def test_the_fallback_by_work_share_reaches_run_call_checks():
+    # all the reference's elements computed by PyTorch ops (its ops not all present): a fallback by work
+    evidence = honest(compute_ops=["aten::add"], compute_work=[1000, 0])
+    violation = checks.check_no_pytorch_fallback(evidence, ["aten::relu"], (1000, 0))
+    assert violation is not None and violation.code == ViolationCode.PYTORCH_FALLBACK
+    assert violation.message.startswith("the forward did the reference's work in PyTorch: ")
+    assert violation.message.endswith("; do it in Triton kernels")
+    assert checks.check_no_pytorch_fallback(evidence, ["aten::relu"], (1001, 0)) is None
+    assert "pytorch_fallback" in codes(checks.run_call_checks(evidence, ["aten::relu"], (1000, 0)))
+    assert "pytorch_fallback" not in codes(checks.run_call_checks(evidence, ["aten::relu"]))
