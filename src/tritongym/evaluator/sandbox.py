@@ -275,6 +275,10 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
             args += ["--ro-bind", os.path.join(job_dir, name), inside]
     for host, inside in ro_binds:
         args += ["--ro-bind", host, inside]
+    if cap_add:
+        # A jail that outlives one candidate (the fork server's) must give them nothing shared to
+        # write: its root (bwrap's tmpfs holding the mount points) becomes read-only.
+        args += ["--remount-ro", "/"]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", JAIL_JOB_DIR]

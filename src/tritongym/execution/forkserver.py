@@ -8,10 +8,12 @@ nested jail of its own before any candidate code runs (`forkserver_main` lists t
 
 What differs from a fresh worker, and why it is as strong:
 
-* bwrap keeps ``CAP_SYS_ADMIN`` *inside the jail's user namespace* for the server, because each
-  child mounts its private ``/tmp`` and ``/job``. The child drops every capability (bounding set
-  included) and loads the seccomp deny-list before the candidate's import. Capabilities in a user
-  namespace confer nothing over the host.
+* bwrap keeps ``CAP_SYS_ADMIN`` and ``CAP_SETPCAP`` *inside the jail's user namespace* for the
+  server, because each child mounts its private ``/tmp`` and ``/job`` and then empties its bounding
+  set. The child drops every capability (bounding set included) and loads the seccomp deny-list
+  before the candidate's import. Capabilities in a user namespace confer nothing over the host.
+* The jail outlives one candidate, so its root is remounted read-only: the only writable places
+  are each child's own tmpfs (``/tmp``, ``/job``, ``/dev/shm``).
 * The seccomp filter is loaded by the child, not by bwrap (the filter denies ``mount``, which the
   child's set-up needs); it is the same program, loaded before candidate code.
 * Caps on memory and processes: the slot's cgroup (when this machine allows one) holds the server
@@ -143,7 +145,7 @@ class ForkServerLauncher:
                 job_dir=self._home / "empty", log_path=self._home / "server.log", channel_fd=child_end.fileno(),
                 token=secrets.token_hex(12),
                 limits=ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
-                interpret=device == "cpu", cgroup=self.cgroup, cap_add=("CAP_SYS_ADMIN",),
+                interpret=device == "cpu", cgroup=self.cgroup, cap_add=("CAP_SYS_ADMIN", "CAP_SETPCAP"),
                 ro_binds=((str(self._jobs), "/jobs"),), jail_seccomp=False)
         except BaseException:
             parent_end.close()

@@ -8,11 +8,13 @@ control frames from the evaluator (`forkserver.ForkServerLauncher`) and forks. E
    candidate sees no sibling's files, processes, System V objects, abstract sockets or hostname;
 3. forks once more: the grandchild is PID 1 of the new PID namespace, so when it ends, the kernel
    kills everything the candidate started; the middle process waits and reports its exit status;
-4. in the grandchild: private size-capped tmpfs at ``/tmp`` and ``/job``, the job's files copied
+4. in the grandchild: private size-capped tmpfs at ``/tmp``, ``/job`` and ``/dev/shm`` (the jail's
+   root is read-only: nothing else is writable), the job's files copied
    in and bound read-only, the server's job folder covered, rlimits, its own environment, log
    and descriptors, ``/job`` as working directory;
-5. drops every capability (the jail gave the server ``CAP_SYS_ADMIN`` in its user namespace only
-   for step 4), loads the seccomp filter (the same deny-list bwrap loads for a fresh worker), and
+5. drops every capability (the jail gave the server ``CAP_SYS_ADMIN`` and ``CAP_SETPCAP`` in its user
+   namespace only, for step 4 and for emptying the bounding set), loads the seccomp filter (the
+   same deny-list bwrap loads for a fresh worker), and
 6. runs the candidate worker's ``main`` — the same code, protocol and checks as a fresh worker.
 
 Nothing of one candidate survives into the next: each is a fresh fork of a server that has never
@@ -78,7 +80,9 @@ def drop_capabilities() -> None:
     """Empty the bounding set, then the effective, permitted and inheritable sets (irreversible)."""
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # EINVAL past the last capability this kernel knows
+            if ctypes.get_errno() == 22:
+                break  # EINVAL: past the last capability this kernel knows
+            _check(-1, f"dropping capability {cap} from the bounding set")
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
@@ -104,6 +108,8 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
     size = int(job["job_bytes"])
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     _mount("tmpfs", "/job", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755")
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     source_dir = job["dir"]
     for name in job["files"]:
         if "/" in name or name.startswith("."):
