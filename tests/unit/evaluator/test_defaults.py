@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from tritongym.evaluator import trivial
+from tritongym.evaluator import plausibility, trivial
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.optrace import heavy_share
 from tritongym.evaluator.result import EvalResult, Status
@@ -78,3 +78,46 @@ def test_prs_keeps_correct_turns_by_coverage_from_threshold_0_3_over_0_1():
     assert keep(None) is None
     assert keep(0.3, factor=0) == 1.0 and keep(0.2999, factor=0) == 0.0
     assert math.isclose(keep(0.33, threshold=0.3, factor=0.1), 0.3)
+
+
+# -- plausibility margins (evaluator/plausibility.py) ------------------------------------------------
+# The jitter margin's constants (four standard errors; 1.2533·σ/√n with σ = IQR/1.349 from quartiles;
+# at least 4 samples a side), the cross-check's factor 3 and the corroboration factor 1.5, each inclusive.
+
+
+def test_the_jitter_margin_is_four_standard_errors_of_both_medians():
+    candidate = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]  # exclusive quartiles 2.25 and 6.75
+    reference = [2.0 * x for x in candidate]
+    se_candidate = 1.2533 * (4.5 / 1.349) / math.sqrt(8)
+    expected = 4.0 * math.hypot(se_candidate, 2.0 * se_candidate)
+    assert plausibility.jitter_margin_ms(candidate, reference) == pytest.approx(expected, rel=1e-12)
+    assert plausibility.jitter_margin_ms(candidate, reference, standard_errors=1.0) == \
+        pytest.approx(expected / 4.0, rel=1e-12)
+
+
+def test_the_jitter_margin_needs_four_round_trips_a_side():
+    four = [1.0, 2.0, 3.0, 4.0]
+    assert math.isfinite(plausibility.jitter_margin_ms(four, four))
+    assert plausibility.jitter_margin_ms(four[:3], four) == math.inf
+    assert plausibility.jitter_margin_ms(four, four[:3]) == math.inf
+    assert plausibility.jitter_margin_ms([1.0] * 4, [1.0] * 4) == plausibility.MIN_MARGIN_MS == 0.02
+
+
+def test_the_wall_clock_cross_check_allows_a_third_of_the_estimate_less_the_margin():
+    # estimate 3 ms, margin 0.5 ms: the reported median may go down to 3/3 − 0.5 = 0.5 ms
+    assert plausibility.wall_clock_consistent([0.5, 0.5, 0.5], 3.0, 0.5)
+    assert not plausibility.wall_clock_consistent([0.49, 0.49, 0.49], 3.0, 0.5)
+
+
+def test_a_report_is_corroborated_up_to_one_and_a_half_times_plus_the_margin():
+    # reported 2 ms, margin 0.5 ms: the parent's estimate may reach 2·1.5 + 0.5 = 3.5 ms
+    assert plausibility.corroborated(2.0, 3.5, 0.5)
+    assert not plausibility.corroborated(2.0, 3.51, 0.5)
+
+
+def test_the_floors_apply_to_any_positive_rate_and_work():
+    assert plausibility.physics_floor_ms(10, 0.5) == pytest.approx(10 / (2 * 0.5) * 1e3)  # a slow "device"
+    assert plausibility.physics_floor_ms(10, 0.0) == plausibility.ABSOLUTE_FLOOR_MS
+    assert plausibility.flop_floor_ms(1, 0.5) == pytest.approx(1 / (2 * 0.5) * 1e3)
+    assert plausibility.flop_floor_ms(0, 1e12) is None and plausibility.flop_floor_ms(1e9, 0.0) is None
+    assert plausibility.flop_floor_ms(1e9, math.inf) is None
