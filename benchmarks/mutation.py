@@ -2,8 +2,9 @@
 
 For each module, mutmut plants small bugs one at a time (an operator flipped, a constant changed, a
 call argument dropped, ...) and runs the module's *fast unit tests* against each; a mutant the tests
-do not notice "survives". The score is killed / (killed + survived + timeout + no tests): a mutant
-no test even reaches counts against the module.
+do not notice "survives". The score is Stryker's: (killed + timed out) / (killed + timed out + survived
++ no tests); a mutant that makes the tests run past mutmut's time limit is detected (an endless loop or a
+huge allocation), and a mutant no test even reaches counts against the module.
 
 Each module runs in its own throw-away workspace (``--workdir``/<module>): a copy of ``src/``,
 ``tests/`` and ``pyproject.toml`` plus a ``setup.cfg`` that tells mutmut which single file to mutate
@@ -45,7 +46,8 @@ DEFAULTS_TEST = "tests/unit/evaluator/test_defaults.py"
 
 # module name -> (file to mutate, fast unit tests that exercise it)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "compare": (f"{EVALUATOR}/compare.py", ["tests/unit/evaluate/test_compare.py", DEFAULTS_TEST]),
+    "compare": (f"{EVALUATOR}/compare.py", ["tests/unit/evaluate/test_compare.py",
+                                             "tests/unit/evaluate/test_compare_edges.py", DEFAULTS_TEST]),
     "checks": (f"{EVALUATOR}/checks.py", ["tests/unit/evaluate/test_checks.py"]),
     "trivial": (f"{EVALUATOR}/trivial.py", ["tests/unit/evaluator/test_trivial.py", DEFAULTS_TEST]),
     "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py",
@@ -68,9 +70,9 @@ SOURCE_READING_TESTS = ["tests/unit/rl/test_registry.py::test_no_trainer_or_heav
 #   `return False` whose mutant `return True` only costs the ~2 s torch._dynamo import per worker).
 NOT_MUTATED: dict[str, list[str]] = {"optrace": ["_should_skip_dynamo"]}
 
-# mutmut's exit-code classes (mutmut.__main__.status_by_exit_code), folded into what the score needs.
-KILLED = {"killed"}
-COUNTED = {"killed", "survived", "timeout", "no tests", "suspicious", "segfault"}
+# mutmut's statuses (mutmut.stats.status_by_exit_code), folded into what the score needs.
+DETECTED = {"killed", "timeout", "segfault"}
+COUNTED = DETECTED | {"survived", "no tests", "suspicious"}
 
 
 @dataclass
@@ -78,20 +80,21 @@ class ModuleScore:
     module: str
     path: str
     tests: list[str]
-    killed: int = 0
+    detected: int = 0  # killed, timed out or crashed
     survived: int = 0
-    other: dict[str, int] = field(default_factory=dict)  # timeout, no tests, skipped, not checked, ...
+    other: dict[str, int] = field(default_factory=dict)  # how many of each status, when not killed/survived
     survivors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
 
     @property
     def total(self) -> int:
-        return self.killed + self.survived + sum(n for s, n in self.other.items() if s in COUNTED)
+        return self.detected + self.survived + sum(n for status, n in self.other.items()
+                                                 if status in COUNTED and status not in DETECTED)
 
     @property
     def score(self) -> float | None:
-        return self.killed / self.total if self.total else None
+        return self.detected / self.total if self.total else None
 
 
 def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str]) -> None:
@@ -159,8 +162,10 @@ def run_module(name: str, workdir: Path, jobs: int, show: bool) -> ModuleScore:
     if done.returncode != 0 or error:
         score.error = error or f"mutmut exited {done.returncode}; see {log}"
     for mutant, status in sorted(statuses.items()):
-        if status in KILLED:
-            score.killed += 1
+        if status in DETECTED:
+            score.detected += 1
+            if status != "killed":
+                score.other[status] = score.other.get(status, 0) + 1
         elif status == "survived":
             score.survived += 1
             score.survivors.append(mutant)
@@ -195,12 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     summary_path = args.workdir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    print(f"{'module':14} {'killed':>6} {'surv.':>6} {'other':>6} {'score':>7} {'time':>8}", flush=True)
+    print(f"{'module':14} {'detect.':>7} {'surv.':>6} {'other':>6} {'score':>7} {'time':>8}", flush=True)
     failed = False
     for name in args.modules or list(MODULES):
         score = run_module(name, args.workdir, args.jobs, args.survivors)
         pct = f"{100 * score.score:.1f}%" if score.score is not None else "-"
-        print(f"{name:14} {score.killed:6} {score.survived:6} {sum(score.other.values()):6} {pct:>7} "
+        print(f"{name:14} {score.detected:7} {score.survived:6} {sum(score.other.values()):6} {pct:>7} "
               f"{score.seconds:7.0f}s  {score.other or ''} {score.error or ''}", flush=True)
         failed |= score.error is not None
         summary[name] = asdict(score) | {
