@@ -165,16 +165,23 @@ class _Slot:
             job.attempts += 1
             launcher = self.launcher_for(options)
             try:
-                return run_evaluation(request.problem, request.solution, options, launcher=launcher,
-                                      references=self.pool.references, phase_seconds={"queue": round(queued, 4)})
+                result = run_evaluation(request.problem, request.solution, options, launcher=launcher,
+                                        references=self.pool.references, phase_seconds={"queue": round(queued, 4)})
             except TritongymError:
-                if job.cancel_requested or not getattr(launcher, "lost", lambda: False)():
+                if job.cancel_requested or not launcher.lost():
                     raise
-                # The fork server itself died (not the candidate: its death is a verdict). Replace
-                # it and run the job once more from scratch; a second loss is reported.
                 self.replace_launcher(launcher)
                 if job.attempts >= 2:
                     raise
+                continue
+            if job.cancel_requested or not launcher.lost():
+                return result
+            # The fork server died under the job: the candidate's crash verdict may be the server's
+            # doing, not the candidate's. Replace the server and run the job once more from scratch;
+            # a second loss is reported as an error, never as a verdict.
+            self.replace_launcher(launcher)
+            if job.attempts >= 2:
+                raise EvaluatorError("the fork server died twice while running this job; no verdict was given")
 
     def replace_launcher(self, launcher: Any) -> None:
         for key, value in list(self.launchers.items()):

@@ -1,0 +1,142 @@
+"""LocalPool and the batch API: order, async twins, cancellation, backpressure, recovery.
+
+Real evaluations on the CPU (Triton interpreter) through real fork servers; candidates are the e2e
+fixtures. A job must be answered exactly once, whatever happens to the worker that ran it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from concurrent.futures import CancelledError
+
+import pytest
+from tests.execution.conftest import FIXTURES, RELU_PROBLEM, needs_forkserver
+
+import tritongym
+from tritongym import EvalOptions, ProblemError, Status
+from tritongym.execution import EvalRequest, LocalPool, PoolClosed, QueueFull, evaluate_many
+
+pytestmark = [pytest.mark.sandbox, needs_forkserver()]
+
+OPTIONS = EvalOptions(device="cpu", num_trials=2, input_families=(), timeout=60.0)
+HONEST = FIXTURES / "relu_honest.py"
+WRONG = FIXTURES / "relu_wrong.py"
+ENDLESS = FIXTURES / "relu_endless_loop.py"
+BROKEN_PROBLEM = FIXTURES.parent / "problems" / "broken_reference.py"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with LocalPool(2) as pool:
+        yield pool
+
+
+def request(solution, **overrides) -> EvalRequest:
+    options = OPTIONS if not overrides else EvalOptions(**{**OPTIONS.__dict__, **overrides})
+    return EvalRequest(RELU_PROBLEM, solution, options)
+
+
+def test_evaluate_many_answers_in_input_order_with_the_same_verdicts_as_evaluate(pool):
+    solutions = [HONEST, WRONG, FIXTURES / "relu_no_kernel.py", HONEST]
+    results = evaluate_many([request(s) for s in solutions], pool=pool, progress=False)
+    assert [r.status for r in results] == [Status.OK, Status.INCORRECT, Status.INTEGRITY_VIOLATION, Status.OK]
+    alone = tritongym.evaluate(RELU_PROBLEM, WRONG, OPTIONS)
+    assert alone.status == results[1].status and alone.reward == results[1].reward
+    assert all(r.phase_seconds.get("queue", -1) >= 0 for r in results)
+    assert pool.stats().launcher == "forkserver"
+
+
+def test_warm_references_serve_a_group_of_candidates_for_one_problem(pool):
+    before = pool.stats().extra["reference_hits"]
+    evaluate_many([request(HONEST), request(HONEST)], pool=pool, progress=False)
+    assert pool.stats().extra["reference_hits"] >= before + 1
+
+
+def test_aevaluate_many_yields_every_job_once_as_it_finishes(pool):
+    async def collect():
+        return [done async for done in tritongym.aevaluate_many([request(HONEST), request(WRONG)], pool=pool)]
+
+    done = asyncio.run(collect())
+    assert sorted(d.index for d in done) == [0, 1]
+    by_index = {d.index: d.result.status for d in done}
+    assert by_index == {0: Status.OK, 1: Status.INCORRECT}
+
+
+def test_aevaluate_matches_evaluate(pool):
+    result = asyncio.run(tritongym.aevaluate(RELU_PROBLEM, HONEST, OPTIONS, pool=pool))
+    assert result.status == Status.OK
+
+
+def test_a_broken_problem_is_the_jobs_exception_and_the_pool_goes_on(pool):
+    future = pool.submit(EvalRequest(BROKEN_PROBLEM, HONEST, OPTIONS))
+    with pytest.raises(ProblemError):
+        future.result(timeout=300)
+    results = evaluate_many([EvalRequest(BROKEN_PROBLEM, HONEST, OPTIONS), request(HONEST)], pool=pool,
+                            progress=False, return_exceptions=True)
+    assert isinstance(results[0], ProblemError) and results[1].status == Status.OK
+
+
+def test_cancel_drops_a_queued_job_and_kills_a_running_one():
+    with LocalPool(1) as pool:
+        running = pool.submit(request(ENDLESS, timeout=120.0))
+        queued = pool.submit(request(HONEST))
+        deadline = time.monotonic() + 120
+        while pool.stats().busy == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.cancel(queued) is True
+        started = time.monotonic()
+        time.sleep(2.0)  # let the candidate reach its loop
+        assert pool.cancel(running) is True
+        with pytest.raises(CancelledError):
+            running.result(timeout=60)
+        assert time.monotonic() - started < 30  # killed, not waited out (its budget is 120 s)
+        with pytest.raises(CancelledError):
+            queued.result(timeout=1)
+        after = pool.submit(request(HONEST)).result(timeout=300)
+        assert after.status == Status.OK
+        stats = pool.stats()
+        assert stats.cancelled == 2 and stats.completed == 1
+
+
+def test_backpressure_and_closing():
+    pool = LocalPool(1, queue_size=1)
+    try:
+        first = pool.submit(request(HONEST))
+        deadline = time.monotonic() + 120
+        while pool.stats().busy == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = pool.submit(request(HONEST))
+        with pytest.raises(QueueFull):
+            pool.submit(request(HONEST), block=False)
+        assert first.result(timeout=300).status == Status.OK
+    finally:
+        pool.close(cancel_queued=True)
+    assert second.cancelled() or second.result().status == Status.OK
+    with pytest.raises(PoolClosed):
+        pool.submit(request(HONEST))
+
+
+def test_a_fork_server_that_dies_is_replaced_and_its_job_answered_once():
+    with LocalPool(1) as pool:
+        assert pool.submit(request(HONEST)).result(timeout=300).status == Status.OK
+        slot = pool._slots[0]
+        (launcher,) = slot.launchers.values()
+        # Between jobs: the next job finds the server dead and gets a new one.
+        os.killpg(launcher.process.popen.pid, signal.SIGKILL)
+        launcher.process.popen.wait(timeout=30)
+        result = pool.submit(request(HONEST)).result(timeout=300)
+        assert result.status == Status.OK
+        # During a job: the server dies under a running candidate; the job runs again on a new one.
+        future = pool.submit(request(FIXTURES / "relu_honest.py", timeout=120.0))
+        deadline = time.monotonic() + 60
+        while pool.stats().busy == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (current,) = slot.launchers.values()
+        os.killpg(current.process.popen.pid, signal.SIGKILL)
+        result = future.result(timeout=300)
+        assert result.status == Status.OK, (result.status, result.error)
+        stats = pool.stats()
+        assert stats.restarts == 2 and stats.completed == 3 and stats.failed == 0
