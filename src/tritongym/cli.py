@@ -74,6 +74,10 @@ def _options_from(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if getattr(args, "server", None):  # --server URL: evaluate on a tritongym service (service/cli.py)
+        from tritongym.service.cli import cmd_eval_remote
+
+        return cmd_eval_remote(args)
     from tritongym.evaluator import evaluate
 
     for label, path in (("problem", args.problem), ("solution", args.solution)):
@@ -86,7 +90,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tritongym.evaluator import evaluate
+    if getattr(args, "server", None):  # --server URL: evaluate on a tritongym service (service/cli.py)
+        from tritongym.service.cli import cmd_run_remote
+
+        return cmd_run_remote(args)
     from tritongym.evaluator.result import printable
     from tritongym.tasks import load_problems
 
@@ -108,42 +115,66 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"tritongym run: no solution in {solutions} matches any problem "
               "(expected files named like the problems, e.g. 03_gelu.py)", file=sys.stderr)
         return EXIT_USAGE
+    from concurrent.futures import as_completed
+
+    from tritongym.execution import EvalRequest, LocalPool
+    from tritongym.execution.api import _progress_bar
+
     started = time.monotonic()
     counts: dict[str, int] = {}
     rewards = []
+    sandboxes: set[str] = set()
+    jobs = [(problem, solution) for problem, solution in paired if solution is not None]
     if not args.json:
         print(f"{'problem':40s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
-    for problem, solution in paired:
-        if solution is None:
-            if not args.json:
+        for problem, solution in paired:
+            if solution is None:
                 print(f"{problem.problem_id:40s} {'(no solution)':20s}")
-            continue
-        try:
-            result = evaluate(problem, solution, options)
-        except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest of the batch
-            counts["error"] = counts.get("error", 0) + 1
-            reason = printable(f"{type(exc).__name__}: {exc}")[:300]
+    bar = _progress_bar(len(jobs), args.progress)
+    write = bar.write if bar is not None else print
+    with LocalPool(args.workers, device=options.device) as pool:
+        futures = {pool.submit(EvalRequest(problem, solution, options)): (problem, solution)
+                   for problem, solution in jobs}
+        # Results are printed as each finishes (with --json: one line each, flushed at once).
+        for future in as_completed(futures):
+            problem, solution = futures[future]
+            if bar is not None:
+                bar.update(1)
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest of the batch
+                counts["error"] = counts.get("error", 0) + 1
+                reason = printable(f"{type(exc).__name__}: {exc}")[:300]
+                if args.json:
+                    print(json.dumps({"problem": problem.problem_id, "solution": str(solution), "error": reason}),
+                          flush=True)
+                else:
+                    write(f"{problem.problem_id:40s} {'(evaluator error)':20s}\n    {reason}")
+                continue
+            counts[str(result.status)] = counts.get(str(result.status), 0) + 1
+            rewards.append(result.reward)
+            sandboxes.add(result.sandbox)
             if args.json:
-                print(json.dumps({"problem": problem.problem_id, "solution": str(solution), "error": reason}))
+                print(json.dumps({"problem": problem.problem_id, "solution": str(solution), **result.to_dict()}),
+                      flush=True)
             else:
-                print(f"{problem.problem_id:40s} {'(evaluator error)':20s}\n    {reason}")
-            continue
-        counts[str(result.status)] = counts.get(str(result.status), 0) + 1
-        rewards.append(result.reward)
-        if args.json:
-            print(json.dumps({"problem": problem.problem_id, "solution": str(solution), **result.to_dict()}))
-        else:
-            passed = sum(t.passed for t in result.trials)
-            print(f"{problem.problem_id:40s} {str(result.status):20s} {result.reward:7.3f} "
-                  f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
-            if result.error and not result.correct:
-                print("    " + printable(result.error.strip().splitlines()[-1])[:150])
+                passed = sum(t.passed for t in result.trials)
+                write(f"{problem.problem_id:40s} {str(result.status):20s} {result.reward:7.3f} "
+                      f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
+                if result.error and not result.correct:
+                    write("    " + printable(result.error.strip().splitlines()[-1])[:150])
+        stats = pool.stats()
+    if bar is not None:
+        bar.close()
     if not args.json:
         total = sum(counts.values())
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
         mean = sum(rewards) / len(rewards) if rewards else 0.0
+        mode = "/".join(sorted(sandboxes - {"not started"})) or "none needed (every verdict was static)"
+        warning = "  UNSANDBOXED: candidates could reach this machine" if "none" in sandboxes else ""
         print(f"\n{total} evaluated: {summary}; mean reward {mean:.3f}; "
               f"{time.monotonic() - started:.0f} s")
+        print(f"sandbox: {mode}; {stats.slots} worker(s), candidates started by {stats.launcher}{warning}")
         if missing:
             print(f"{len(missing)} problem(s) had no solution file: {', '.join(missing[:10])}")
     return EXIT_OK
@@ -385,7 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--solutions", required=True, metavar="DIR",
                        help="folder with one <problem name>.py per problem (levelN/ subfolders also work)")
     p_run.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
-    p_run.add_argument("--json", action="store_true", help="print one JSON object per evaluation (JSON lines)")
+    p_run.add_argument("--json", action="store_true",
+                       help="print one JSON object per evaluation (JSON lines), each as it finishes")
+    p_run.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="evaluations at once (default: one per visible GPU with --device cuda, else the "
+                            "number of CPU cores)")
+    p_run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="a progress bar on stderr (default: when stderr is a terminal)")
     _add_eval_options(p_run)
     p_run.set_defaults(func=cmd_run)
 
@@ -426,6 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_info.set_defaults(func=cmd_info)
     _add_agent_parser(commands)
     _add_report_parser(commands)
+    # `tritongym serve`, and --server URL on eval/run (issue 10; the code is in service/cli.py)
+    from tritongym.service import cli as service_cli
+
+    service_cli.register(commands)
+    service_cli.add_server_option(p_eval)
+    service_cli.add_server_option(p_run)
     return parser
 
 

@@ -170,6 +170,33 @@ def test_run_evaluates_a_folder_of_solutions_and_prints_a_table(tmp_path, repo_r
     assert rows == {"builtin/02_leaky_relu": "ok", "builtin/04_swiglu": "ok"}
     assert "2 evaluated: 2 ok; mean reward 0.500" in out
     assert "had no solution file" in out
+    # The summary says how candidates were isolated (an unsandboxed run must not look the same).
+    from tritongym.evaluator.sandbox import resolve_mode
+
+    mode = resolve_mode("auto")
+    assert f"sandbox: {mode}; " in out and "worker(s)" in out
+    assert ("UNSANDBOXED" in out) == (mode == "none")
+
+
+def test_run_with_workers_streams_json_lines_and_states_the_sandbox(tmp_path, repo_root):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    for name in ("01_scaled_add", "02_leaky_relu", "04_swiglu"):
+        shutil.copy(repo_root / "examples" / "builtin" / f"{name}.py", solutions)
+    (solutions / "03_gelu_tanh.py").write_text("class ModelNew: pass\n")  # no triton: a static verdict
+    completed = run_cli("run", "--solutions", str(solutions), "--device", "cpu", "--trials", "1", "--workers", "2",
+                        "--json", "--sandbox", "none", timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert sorted(line["problem"] for line in lines) == ["builtin/01_scaled_add", "builtin/02_leaky_relu",
+                                                         "builtin/03_gelu_tanh", "builtin/04_swiglu"]
+    by_problem = {line["problem"]: line for line in lines}
+    assert by_problem["builtin/03_gelu_tanh"]["status"] == "integrity_violation"
+    assert all(by_problem[f"builtin/{n}"]["status"] == "ok" for n in ("01_scaled_add", "02_leaky_relu", "04_swiglu"))
+    assert {line["sandbox"] for line in lines if line["problem"] != "builtin/03_gelu_tanh"} == {"none"}
+    completed = run_cli("run", "--solutions", str(solutions), "--device", "cpu", "--trials", "1", "--workers", "1",
+                        "--sandbox", "none", timeout=300)
+    assert "sandbox: none; 1 worker(s)" in completed.stdout and "UNSANDBOXED" in completed.stdout
 
 
 def test_run_with_no_matching_solution_is_a_usage_error(tmp_path):
