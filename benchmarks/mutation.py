@@ -50,8 +50,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                              "tests/unit/evaluate/test_compare_edges.py", DEFAULTS_TEST]),
     "checks": (f"{EVALUATOR}/checks.py", ["tests/unit/evaluate/test_checks.py"]),
     "trivial": (f"{EVALUATOR}/trivial.py", ["tests/unit/evaluator/test_trivial.py", DEFAULTS_TEST]),
-    "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py",
-                                           "tests/unit/evaluator/test_prs.py", DEFAULTS_TEST]),
+    "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py", "tests/unit/evaluator/test_prs.py",
+                                           "tests/unit/evaluate/test_result.py", "tests/unit/evaluate/test_options.py",
+                                           DEFAULTS_TEST]),
     "optrace": (f"{EVALUATOR}/optrace.py", ["tests/unit/evaluate/test_optrace.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
@@ -150,7 +151,9 @@ def run_module(name: str, workdir: Path, jobs: int, show: bool) -> ModuleScore:
     score = ModuleScore(module=name, path=target, tests=tests)
     workspace = workdir / name
     prepare_workspace(workspace, name, target, tests)
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # One torch/OpenMP thread: mutmut forks a test process per mutant from a process that has run torch,
+    # and a forked child that finds torch's thread pool already started can hang (read as a timeout).
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
     start = time.perf_counter()
     log = workspace / "mutmut.log"

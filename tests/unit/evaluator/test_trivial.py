@@ -223,7 +223,9 @@ def test_the_violation_reports_both_errors_and_the_margin():
     expected = torch.full((8,), 2.0)
     violation = trivial.check_beats_trivial(expected, expected * 1.5, [], None, MARGIN)
     assert violation is not None
-    assert "relative L2 error 0.5 vs 1 for the trivial output (must be at most 0.1x)" in violation.message
+    assert violation.message == (
+        "the output is not clearly closer to the reference than a trivial output (zeros): relative L2 error 0.5 vs 1 "
+        "for the trivial output (must be at most 0.1x); compute the actual result")
 
 
 def test_an_exact_predictor_is_skipped_rather_than_demanding_an_exact_candidate():
@@ -307,7 +309,10 @@ def test_precision_error_is_measured_against_the_truth_not_the_reference():
 def test_precision_message_reports_both_errors():
     truth = torch.ones(4, dtype=torch.float64)
     violation = trivial.check_precision(truth, truth * 1.5, truth, 32.0, 1e-5)
-    assert violation is not None and "float64 evaluation 0.5 vs 0 for the reference" in violation.message
+    assert violation is not None and violation.message == (
+        "the output is much less accurate than the float32 reference (relative error to a float64 evaluation 0.5 "
+        "vs 0 for the reference); compute in the task's precision (for float32 tl.dot pass input_precision='ieee' "
+        "instead of the TF32 default, and do not cast to float16/bfloat16)")
 
 
 def test_precision_check_does_not_apply_without_comparable_leaves():
@@ -332,3 +337,25 @@ def test_precision_check_with_non_finite_outputs_scores_the_finite_positions():
     expected = torch.tensor([math.inf, 1.0, 2.0])
     assert trivial.check_precision(expected, torch.tensor([math.inf, 1.0, 2.0]), truth, 32.0, 1e-5) is None
     assert trivial.check_precision(expected, torch.tensor([math.inf, 1.0, 2.1]), truth, 32.0, 1e-5) is not None
+
+
+def test_an_exact_predictor_does_not_stop_the_later_ones():
+    # A constant task: the constant predictor is exact (skipped); the passthrough, tried after it, binds.
+    expected = torch.full((8,), 2.0)
+    x = expected + 1e-3 * torch.sin(torch.arange(8, dtype=torch.float32))
+    violation = trivial.check_beats_trivial(expected, x.clone(), [x], None, MARGIN)
+    assert violation is not None and "input 0 passed through" in violation.message
+
+
+def test_a_candidate_exactly_at_the_margin_passes():
+    # margin 1: a candidate exactly as far from the expected output as the zeros is allowed (the bound is ≤)
+    expected = torch.tensor([2.0])
+    assert trivial.check_beats_trivial(expected, torch.tensor([0.0]), [], None, 1.0) is None
+    assert trivial.check_beats_trivial(expected, torch.tensor([-0.001]), [], None, 1.0) is not None
+
+
+def test_the_constant_predictor_is_the_float64_mean():
+    # float32 accumulation would give 0.25 (1e8 + 1 rounds to 1e8); the float64 mean is 0.5
+    (constant,) = trivial.trivial_predictions([torch.tensor([1e8, 1.0, -1e8, 1.0])], [], None)[
+        "constant (the output's mean)"]
+    assert constant.tolist() == [0.5] * 4
