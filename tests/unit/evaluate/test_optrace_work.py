@@ -1,0 +1,195 @@
+"""How much work `OpTrace` attributes to the candidate's PyTorch ops, and how `DataFlow` follows data.
+
+The fallback rule (`checks.check_no_pytorch_fallback` via `optrace.heavy_share`) compares these
+figures with the reference's, so a miscount decides verdicts; before issue 14 they were reached
+only through whole evaluations. Found by mutation testing (benchmarks/mutation.py). Fast, CPU only:
+the device-to-host path is driven with a stand-in op on a ``meta`` tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from tritongym.evaluator import optrace
+from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace
+
+
+def test_a_fresh_trace_has_counted_nothing():
+    trace = OpTrace()
+    assert (trace.compute_elements, trace.compute_flops, trace.seen, trace.device_to_host_elements) == (0, 0, 0, 0)
+    assert trace.compute_ops() == [] and not trace.counts
+
+
+def test_elements_read_are_summed_over_every_compute_op_and_tensor_argument():
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    with OpTrace() as trace:
+        z = x + y  # reads 12
+        z.relu()  # reads 6
+        x.view(6)  # a view: seen, not compute
+    assert trace.compute_elements == 18
+    assert trace.compute_ops() == ["aten::add", "aten::relu"]
+    assert trace.seen == 3 and trace.counts["aten::view"] == 1
+
+
+def test_tensor_keyword_arguments_count_and_reach_the_op():
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    with OpTrace() as trace:
+        out = torch.ops.aten.add.Tensor(x, other=y)
+    torch.testing.assert_close(out, x + y)
+    assert trace.compute_elements == 12
+
+
+def test_flops_are_torchs_flop_counter_figures_summed():
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    image, weight = torch.randn(1, 1, 4, 4), torch.randn(1, 1, 3, 3)
+
+    def work():
+        torch.mm(a, b)
+        F.conv2d(image, weight)  # torch's conv formula needs the output's shape
+
+    with OpTrace() as trace:
+        work()
+    with FlopCounterMode(display=False) as counter:
+        work()
+    assert trace.compute_flops == counter.get_total_flops() == 2 * 2 * 3 * 4 + 2 * 4 * 9
+    assert trace.compute_elements == (6 + 12) + (16 + 9)
+
+
+def test_the_flop_formulas_are_a_copy_of_torchs_registry():
+    registry = optrace._flop_registry()
+    assert torch.ops.aten.mm in registry and torch.ops.aten.convolution in registry
+    assert set(optrace._FLOPS) == set(registry)
+
+
+def test_ops_asked_for_by_others_are_seen_but_not_counted():
+    x = torch.randn(4)
+    mine = Attribution(__file__)
+    with OpTrace(attribution=mine) as trace:
+        x * 2  # asked for by this file: "the candidate"
+    assert trace.compute_ops() == ["aten::mul"] and trace.compute_elements == 4
+    elsewhere = Attribution(optrace.__file__.replace("optrace.py", "compare.py"))
+    with OpTrace(attribution=elsewhere) as trace:
+        x * 2
+    assert trace.seen == 1 and trace.compute_ops() == [] and trace.compute_elements == 0 and not trace.counts
+
+
+def test_attribution_names_the_first_deciding_frame():
+    assert Attribution(__file__).who() == "candidate"
+    assert Attribution("/nowhere/solution.py").who() == "other"  # only pytest and the stdlib above
+
+
+# -- data flow -----------------------------------------------------------------------------------------
+
+
+def test_input_derived_data_follows_ops_but_not_fresh_allocations():
+    x = torch.randn(3)
+    flow = DataFlow(inputs=[x], protected=[x])
+    with OpTrace(flow=flow):
+        doubled = x * 2
+        ones = torch.ones(3)
+        shifted = ones + 1
+        like = torch.zeros_like(x)  # a fresh op reading x's shape only
+        mixed = torch.add(shifted, other=doubled)  # a keyword argument carries the data too
+    assert flow.is_input_derived(doubled) and flow.is_input_derived(mixed)
+    assert not flow.is_input_derived(ones) and not flow.is_input_derived(shifted)
+    assert not flow.is_input_derived(like)
+
+
+def test_kernel_written_storage_follows_ops_and_never_includes_protected_inputs():
+    x, out = torch.randn(3), torch.empty(3)
+    flow = DataFlow(inputs=[x], protected=[x])
+    flow.after_launch([x, out])  # a kernel read x and wrote out
+    assert flow.is_kernel_written(out) and not flow.is_kernel_written(x)
+    assert flow.is_input_derived(out)  # it was computed from the input
+    with OpTrace(flow=flow):
+        total = out.sum()
+        x.add_(out)  # writes into the protected input
+    assert flow.is_kernel_written(total) and not flow.is_kernel_written(x)
+    other = torch.empty(2)
+    flow.after_launch([other])  # a launch that reads no input
+    assert flow.is_kernel_written(other) and not flow.is_input_derived(other)
+
+
+def test_ops_without_tensor_arguments_derive_nothing():
+    flow = DataFlow(inputs=[], protected=[])
+    flow.after_op((), {}, torch.ones(2), "aten::custom")
+    assert flow.input_derived == set() and flow.kernel_written == set()
+
+
+def test_tensors_are_collected_four_levels_deep_in_lists_tuples_and_dicts():
+    t = torch.ones(2)
+    assert optrace._tensors([[[[t]]]], []) == [t]
+    assert optrace._tensors([[[[[t]]]]], []) == []
+    assert optrace._tensors({"a": {"b": {"c": {"d": t}}}}, []) == [t]
+    assert optrace._tensors({"a": {"b": {"c": {"d": {"e": t}}}}}, []) == []
+    assert optrace._tensors(({"a": [t, 3]}, "s", t), []) == [t, t]
+    assert optrace._input_elements((t, [t]), {"other": torch.ones(3)}) == 7
+
+
+# -- the device-to-host path, on a CPU ------------------------------------------------------------------
+
+
+class _Packet:
+    __name__ = "_to_copy"
+
+
+class _ToHost:
+    """Stands in for ``aten::_to_copy`` from a device: returns a host tensor of 5 elements."""
+
+    overloadpacket = _Packet()
+    namespace = "aten"
+    is_view = False
+
+    def __call__(self, *args, **kwargs):
+        return torch.ones(5)
+
+
+def test_a_device_to_host_copy_of_input_data_is_counted():
+    on_device = torch.empty(3, device="meta")
+    trace = OpTrace(flow=DataFlow(inputs=[on_device], protected=[]))
+    trace.__torch_dispatch__(_ToHost(), (), (on_device,), {})
+    assert trace.device_to_host_elements == 5 and trace.counts["aten::_to_copy"] == 1
+    assert trace.compute_ops() == []  # a copy is not compute
+    untracked = OpTrace(flow=DataFlow(inputs=[], protected=[]))
+    untracked.__torch_dispatch__(_ToHost(), (), (on_device,), {})
+    assert untracked.device_to_host_elements == 0  # not input data
+    host = OpTrace(flow=DataFlow(inputs=[torch.ones(2)], protected=[]))
+    host.__torch_dispatch__(_ToHost(), (), (torch.ones(2),), {})
+    assert host.device_to_host_elements == 0  # a host-to-host copy exposes nothing new
+
+
+# -- naming ops --------------------------------------------------------------------------------------------
+
+
+class _Unnamed:
+    def __str__(self) -> str:
+        return "custom"
+
+
+class _PrimOp:
+    overloadpacket = type("P", (), {"__name__": "add"})()
+    namespace = "prim"
+
+
+def test_op_names_default_to_aten_and_the_objects_text():
+    assert optrace.op_name(_Unnamed()) == "aten::custom"
+    assert optrace.op_name(_PrimOp()) == "prim::add"
+    assert optrace.op_name(torch.ops.aten.add.Tensor) == "aten::add"
+
+
+def test_an_op_without_is_view_is_compute_unless_prim_or_listed():
+    assert optrace.is_compute(_Unnamed())
+    assert not optrace.is_compute(_PrimOp())
+
+
+def test_dunder_ops_keep_their_trailing_underscores():
+    assert optrace.canonical_op("aten::__and__") == "aten::__and__"
+    assert optrace.canonical_op("aten::relu_") == "aten::relu"
+
+
+def test_one_element_or_one_flop_of_reference_work_still_counts():
+    assert optrace.heavy_share((1, 0), (1, 0)) is not None
+    assert optrace.heavy_share((0, 1), (0, 1)) is not None
+    assert optrace.heavy_share((0, 0), (0, 0)) is None
