@@ -9,8 +9,8 @@ import re
 import uuid
 
 import pytest
-
 from tests.service.conftest import EXAMPLES, NO_TRITON, SYNTAX_ERROR, problem_source
+
 from tritongym.evaluator.result import Status, ViolationCode
 from tritongym.service.client import AsyncClient, Client, JobFailed, ServiceHTTPError
 from tritongym.tasks import Problem
@@ -173,7 +173,8 @@ def test_async_client(server):
 def test_a_failed_job_is_reported_not_lost(server):
     # A problem whose own reference raises is the evaluation's exception: the job ends `failed`
     # with the reason, and the client raises JobFailed.
-    broken = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise ValueError('boom')\n"
+    broken = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+              "        raise ValueError('boom')\n"
               "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     honest = ("import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n):\n"
               "    pass\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k[(1,)](x, 4)\n"
