@@ -180,12 +180,11 @@ def test_a_failed_job_is_reported_not_lost(server):
               "    pass\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        k[(1,)](x, 4)\n"
               "        return x\n")
     with Client(server.url) as client:
-        try:
-            result = client.evaluate({"source": broken}, honest, timeout=120)
-        except JobFailed as exc:
-            assert exc.state == "failed" and "boom" in (exc.error or "")
-        else:  # some evaluators report a broken reference as a verdict; either way nothing is lost
-            assert result.status != Status.OK
+        with pytest.raises(JobFailed) as failed:
+            client.evaluate({"source": broken}, honest, timeout=120)
+        assert failed.value.state == "failed"
+        assert "ProblemError" in failed.value.error and "the reference failed" in failed.value.error
+        assert client.job(failed.value.job_id)["state"] == "failed"
 
 
 @pytest.mark.slow

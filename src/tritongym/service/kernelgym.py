@@ -171,7 +171,10 @@ def to_kernelgym(record: JobRecord, task_id: str) -> KernelGymResponse:
               "processing_time": (record.finished - record.submitted) if record.finished else None}
     if record.state != JobState.DONE or record.result is None:
         state = status_of(record)
-        code = SYSTEM_ERROR if record.state == JobState.FAILED else None
+        code = None
+        if record.state == JobState.FAILED:
+            # A problem that fails on its own is KernelGYM's validation failure; anything else ours.
+            code = VALIDATION_ERROR if (record.error or "").startswith("ProblemError") else SYSTEM_ERROR
         return KernelGymResponse(status=state, error_message=record.error, error_code=code,
                                  metadata={"tritongym_state": record.state.value}, **common)
     result = record.result
