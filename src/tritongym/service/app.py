@@ -303,7 +303,7 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
     @app.get("/v1/problems", response_model=ProblemList, responses=_ERRORS, dependencies=auth, tags=["problems"])
     def list_problems(hash: Annotated[list[str] | None, Query(max_length=_MAX_IDS)] = None,  # noqa: A002
                       limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-                      offset: Annotated[int, Query(ge=0)] = 0) -> ProblemList:
+                      offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0) -> ProblemList:
         """Registered problems (all, or those with the given hashes)."""
         wanted = [part for value in hash for part in value.split(",") if part] if hash else None
         rows = svc.store.list_problems(wanted, limit=limit, offset=offset)
