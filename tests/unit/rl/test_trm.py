@@ -281,3 +281,99 @@ def test_k3_rejection_mean_divides_by_the_valid_token_count():
     threshold = 0.01
     lp, roll, mask = _padded([_k3_inverse(0.99 * threshold), _k3_inverse(1.01 * threshold)], garbage=-6.0)
     assert k3_rs_mask(lp, roll, mask, threshold=threshold).tolist() == [True, False]
+
+
+# -- mutation survivors of trm.py (issue 14; benchmarks/mutation.py) ---------------------------------
+
+
+def test_the_log_ratio_is_trainer_minus_rollout_with_real_rollout_log_probs():
+    # ℓ = +0.3 on every token: k2 = 0.045 (kept under 0.05); log_probs + rollout would be far out.
+    roll = torch.full((1, 4), -2.0, dtype=torch.float64)
+    lp = roll + 0.3
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    assert trm_mask(lp, roll, mask, max_k2=0.05, mean_k3=None).item()
+    assert not trm_mask(roll, lp, mask, max_k2=0.044, mean_k3=None).item()  # the same |ℓ|, just over
+    assert ser_mask(lp, roll, mask, threshold=math.expm1(0.3) * 1.001).item()
+    assert not ser_mask(lp, roll, mask, threshold=math.expm1(0.3) * 0.999).item()
+
+
+def test_the_log_ratio_is_clamped_to_plus_minus_20():
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    low = torch.tensor([[-50.0, -50.0]], dtype=torch.float64)
+    # k3 at ℓ = −20 is e^−20 + 19 ≈ 19; unclamped (ℓ = −50) it would be 49
+    assert trm_mask(low, torch.zeros_like(low), mask, max_k2=None, mean_k3=30.0).item()
+    assert trm_mask(low, torch.zeros_like(low), mask, max_k2=200.0, mean_k3=None).item()  # k2 = ½·20²
+    high = -low
+    assert trm_mask(high, torch.zeros_like(high), mask, max_k2=None, mean_k3=math.exp(20) - 20).item()
+
+
+def test_reduced_precision_log_probs_are_differenced_in_float32():
+    lp = torch.tensor([[3.0]], dtype=torch.bfloat16)
+    roll = torch.tensor([[0.01]], dtype=torch.bfloat16)
+    ell = float(lp.float() - roll.float())  # 2.98999…; bfloat16 arithmetic would round it to 2.984375
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    k2 = 0.5 * ell * ell
+    assert trm_mask(lp, roll, mask, max_k2=k2 * (1 + 1e-6), mean_k3=None).item()
+    assert not trm_mask(lp, roll, mask, max_k2=k2 * (1 - 1e-6), mean_k3=None).item()
+
+
+def test_invalid_trm_inputs_name_the_argument():
+    lp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"^log_probs: expected shape \[B, L\], got \(3,\)"):
+        trm_mask(torch.zeros(3), torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError, match="^log_probs: expected a floating dtype"):
+        trm_mask(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^rollout_log_probs: expected shape \(2, 3\)"):
+        trm_mask(lp, torch.zeros(2, 2), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="^mask: "):
+        trm_mask(lp, lp, torch.ones(1, 3))  # would broadcast over the batch
+    with pytest.raises(ValueError, match="^keep: "):
+        trm_aggregate_loss(lp, torch.ones(2, 3), torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="^mask: "):
+        trm_aggregate_loss(lp, [[1, 1, 1], [1, 1, 1]], torch.ones(2, dtype=torch.bool))  # not a tensor
+    with pytest.raises(ValueError, match="^length: expected a value >= 1, got 0"):
+        trm_bounds(0, delta=0.1, eps=0.1, kl_seq=0.1, tv_seq=0.1)
+
+
+def test_trm_aggregate_accepts_explicit_normalisers_and_passes_other_options_on():
+    loss = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    keep = torch.tensor([True, False])
+    assert trm_aggregate_loss(loss, mask, keep, num_sequences=10).item() == pytest.approx(0.3)
+    assert trm_aggregate_loss(loss, mask, keep, mode="token-mean", num_tokens=6).item() == pytest.approx(0.5)
+    normed = trm_aggregate_loss(loss, mask, keep, mode="seq-mean-token-sum-norm", max_length=6)
+    assert normed.item() == pytest.approx(3.0 / 2 / 6)
+
+
+def test_ln_trm_normaliser_clamps_each_weight_at_one_in_float64():
+    z = ln_trm_normaliser(4, 2.0)  # weights √3, √2, 1, 0 → clamped to 1, 1, 1, 0
+    assert z.dtype == torch.float64 and z.item() == 3.0
+    lengths = ln_trm_normaliser(torch.tensor([3, 5]), 1e-3)
+    expected = [sum(min(1.0, math.sqrt((n - t) * 1e-3 / 2)) for t in range(1, n + 1)) for n in (3, 5)]
+    assert lengths.dtype == torch.float64 and lengths.tolist() == pytest.approx(expected, rel=1e-15)
+
+
+def _bounds_reference(length, delta, eps, kl_seq, tv_seq):
+    ctx_kl = sum(min(1.0, math.sqrt((t - 1) * delta / 2)) for t in range(1, length + 1))
+    ctx_tv = sum(min(1.0, (t - 1) * eps) for t in range(1, length + 1))
+    return {
+        "classical": length * (length - 1) * delta,
+        "pm_kl": 4 * min(1.0, math.sqrt(delta / 2)) * ctx_kl,
+        "pm_tv": 4 * min(1.0, eps) * ctx_kl,
+        "mix_kl": 4 * length * min(1.0, math.sqrt(delta / 2)) * min(1.0, math.sqrt(kl_seq / 2)),
+        "mix_tv": 4 * length * min(1.0, eps) * min(1.0, tv_seq),
+        "coupling": 4 * min(1.0, eps) * ctx_tv,
+    }
+
+
+@pytest.mark.parametrize("args", [
+    (3, 8.0, 1.5, 8.0, 1.5),  # every min(1, ·) saturates
+    (4096, 1e-4, 5e-3, 0.01, 0.05),  # the paper's fixture
+    (1, 0.1, 0.1, 0.1, 0.1),  # one token
+])
+def test_trm_bounds_match_a_float64_loop(args):
+    got = trm_bounds(args[0], delta=args[1], eps=args[2], kl_seq=args[3], tv_seq=args[4])
+    expected = _bounds_reference(*args)
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-300), name
+    assert got["unified"] == min(v for k, v in expected.items() if k != "classical")
