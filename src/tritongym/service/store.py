@@ -2,8 +2,9 @@
 
 Guarantees the service builds on:
 
-* a job is committed (``synchronous=FULL``: on disk, not just in the page cache) before its id
-  is returned to the client;
+* a job is committed with ``synchronous=FULL`` (the WAL fsynced: on disk, not just in the page
+  cache) before its id is returned to the client; later state changes and results commit with
+  ``NORMAL`` (they survive a killed process; after a power cut a job may run again);
 * a job is answered once: `finish` only moves a job out of ``queued``/``running``, so a late or
   repeated answer (after a requeue) cannot replace a stored result;
 * `requeue_unfinished` at start puts every ``running`` job back in the queue (the process that
@@ -162,9 +163,11 @@ class JobStore:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: the WAL is fsynced at every commit, so an acknowledged job survives a power cut,
-        # not only a killed process.
-        self._db.execute("PRAGMA synchronous=FULL")
+        # NORMAL in WAL mode: a commit survives a killed process (it is in the OS's page cache) but
+        # not necessarily a power cut. That is enough for state changes and results (a lost one
+        # means the job runs again: at-least-once). Accepting a job is different: `insert_jobs`
+        # commits with FULL, an fsync of the WAL, before the client is told the job exists.
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
 
@@ -217,6 +220,7 @@ class JobStore:
         now = time.time()
         out: list[tuple[JobRecord, bool]] = []
         with self._lock:
+            self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for job in jobs:
@@ -241,6 +245,8 @@ class JobStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=NORMAL")
         return out
 
     def get(self, job_id: str) -> JobRecord | None:

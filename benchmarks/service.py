@@ -1,0 +1,142 @@
+"""The service's overhead: the same batch through ``tritongym serve`` on loopback and in-process.
+
+Two measurements, same workers, same machine, one run:
+
+(1) throughput: a batch evaluated by `evaluate_many` on a warm in-process `LocalPool`, then the
+    same batch through the service (`Client.evaluate_many`: submit, stream results); ratio =
+    service evaluations/s ÷ in-process evaluations/s;
+(2) added latency: one evaluation at a time, ``--latency-samples`` times, in-process
+    (``pool.submit(...).result()``) and through the service (``Client.evaluate``, blocking
+    ``POST /v1/evaluate``); added latency = median(service) − median(in-process).
+
+The batch is ``--cheap`` candidates refused at the static gate (real verdicts in milliseconds:
+the service's own cost dominates, the worst case for its overhead) plus ``--real`` honest
+Triton solutions of the built-in suite (seconds each on a CPU). Printed as Markdown and one
+JSON line.
+
+Usage: ``python benchmarks/service.py [--workers 2] [--cheap 400] [--real 4] [--latency-samples 60]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_TRITON = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _batch(cheap: int, real: int):
+    from tritongym.evaluator import EvalOptions
+    from tritongym.execution import EvalRequest
+    from tritongym.tasks import builtin_suite
+
+    options = EvalOptions(device="cpu", num_trials=2)
+    suite = builtin_suite()
+    first = suite[0]
+    requests = [EvalRequest(first, NO_TRITON + f"# candidate {i}\n", options) for i in range(cheap)]
+    for problem in suite[:real]:
+        requests.append(EvalRequest(problem, (ROOT / "examples" / "builtin" / f"{problem.name}.py").read_text(),
+                                    options))
+    return requests
+
+
+def _start_server(workers: int, db: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tritongym.cli", "serve", "--port", str(port), "--db", str(db),
+                                "--workers", str(workers), "--device", "cpu", "--log-level", "warning"], cwd=ROOT)
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("the server did not become ready in 180 s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cheap", type=int, default=400, help="static-gate candidates in the batch")
+    parser.add_argument("--real", type=int, default=4, help="honest Triton solutions in the batch (built-in suite)")
+    parser.add_argument("--latency-samples", type=int, default=60)
+    args = parser.parse_args()
+
+    from tritongym.execution import LocalPool, evaluate_many
+    from tritongym.service.client import Client
+
+    requests = _batch(args.cheap, args.real)
+    latency_request = requests[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = _start_server(args.workers, Path(tmp) / "bench.db")
+        try:
+            with LocalPool(args.workers) as pool, Client(url) as client:
+                # Warm both sides the same way: fork servers, reference workers, imports.
+                evaluate_many(requests[:args.workers * 2] + requests[args.cheap:], pool=pool)
+                list(client.evaluate_many(requests[:args.workers * 2] + requests[args.cheap:]))
+
+                started = time.perf_counter()
+                local = evaluate_many(requests, pool=pool)
+                local_s = time.perf_counter() - started
+                started = time.perf_counter()
+                remote = dict(client.evaluate_many(requests))
+                service_s = time.perf_counter() - started
+                assert [str(r.status) for r in local] == [str(remote[i].status) for i in range(len(requests))], \
+                    "the service and the pool disagree on a verdict"
+
+                local_lat, service_lat = [], []
+                for _ in range(args.latency_samples):
+                    started = time.perf_counter()
+                    pool.submit(latency_request).result()
+                    local_lat.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    client.evaluate(latency_request.problem, latency_request.solution, latency_request.options)
+                    service_lat.append(time.perf_counter() - started)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+    n = len(requests)
+    row = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "python": platform.python_version(),
+        "command": "python benchmarks/service.py " + " ".join(sys.argv[1:]),
+        "workers": args.workers, "batch": n, "cheap": args.cheap, "real": args.real,
+        "in_process_eval_per_s": n / local_s, "service_eval_per_s": n / service_s,
+        "throughput_ratio": local_s / service_s,
+        "in_process_latency_ms_median": 1000 * statistics.median(local_lat),
+        "service_latency_ms_median": 1000 * statistics.median(service_lat),
+        "added_latency_ms_median": 1000 * (statistics.median(service_lat) - statistics.median(local_lat)),
+    }
+    print(f"| batch | workers | in-process eval/s | service eval/s | ratio | latency in-process (ms) | "
+          f"latency service (ms) | added (ms) |\n|---|---|---|---|---|---|---|---|\n"
+          f"| {n} ({args.cheap} static-gate + {args.real} Triton) | {args.workers} | "
+          f"{row['in_process_eval_per_s']:.1f} | {row['service_eval_per_s']:.1f} | {row['throughput_ratio']:.2f} | "
+          f"{row['in_process_latency_ms_median']:.1f} | {row['service_latency_ms_median']:.1f} | "
+          f"{row['added_latency_ms_median']:.1f} |")
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
