@@ -277,3 +277,63 @@ def test_the_policy_losses_and_aggregation_modes_disagree_on_the_dispatch_inputs
     assert not torch.allclose(ppo, reinforce)
     values = [float(_hand_aggregate(ppo, inputs.mask, mode)) for mode in rl.AGGREGATION_MODES.names()]
     assert len(set(values)) == len(values) == 4
+
+
+# -- estimator inputs: float64 internals, small groups, argument checks (issue 14 mutation survivors) ------
+
+BIG = float(2 ** 24)  # float32 cannot hold 2^24 + 1: sums near it round
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo"])
+def test_sequence_estimators_compute_float32_scores_in_float64(name):
+    fn = {"grpo": rl.grpo_advantages, "dr_grpo": rl.dr_grpo_advantages, "rloo": rl.rloo_advantages}[name]
+    scores = torch.tensor([BIG, 1.0, 1.0, 3.0, BIG, 1.0])
+    ids = torch.tensor([0, 0, 0, 1, 1, 1])
+    got = fn(scores, ids)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, fn(scores.double(), ids).float(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fn", [rl.trloo_advantages, rl.turn_grpo_advantages], ids=["trloo", "turn_grpo"])
+def test_turn_estimators_compute_float32_rewards_in_float64(fn):
+    # Returns exact in float32 (the returns are rounded to the input's dtype before the baselines);
+    # the group sums of the baselines are not.
+    rewards = torch.tensor([[BIG, 0.0], [1.0, 1.0], [1.0, 0.0], [3.0, 1.0]])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    ids = torch.tensor([0, 0, 0, 0])
+    torch.testing.assert_close(fn(rewards, mask, ids), fn(rewards.double(), mask, ids).float(), rtol=0, atol=0)
+    rewards = torch.tensor([[1.0, BIG, 1.0], [1.0, 1.0, 1.0], [BIG, 1.0, 3.0]])
+    mask = torch.ones(3, 3, dtype=torch.bool)
+    returns = rl.turn_returns(rewards, mask)
+    assert returns[0, 0].item() == BIG + 2  # 1 + 2^24 + 1, exact in float64 and in float32
+    torch.testing.assert_close(returns, rl.turn_returns(rewards.double(), mask).float(), rtol=0, atol=0)
+
+
+def test_grpo_uses_the_unbiased_std_in_a_group_of_two():
+    # std of {0, 2} with n − 1 = 1: √2, so the advantages are ∓1/√2
+    got = rl.grpo_advantages(torch.tensor([0.0, 2.0]), torch.tensor([5, 5]), eps=0.0)
+    torch.testing.assert_close(got, torch.tensor([-2 ** -0.5, 2 ** -0.5]))
+
+
+def test_estimator_inputs_are_checked_and_named():
+    ids = torch.tensor([0, 0])
+    with pytest.raises(ValueError, match=r"^scores: expected shape \[n\], got \(2, 1\)"):
+        rl.grpo_advantages(torch.zeros(2, 1), ids)
+    with pytest.raises(ValueError, match=r"^scores: expected shape \[n\], got \(2, 1\)"):
+        rl.rloo_advantages(torch.zeros(2, 1), ids)
+    with pytest.raises(ValueError, match=r"^rewards: expected shape \[n, T\], got \(2,\)"):
+        rl.turn_returns(torch.zeros(2), torch.ones(2))
+    with pytest.raises(ValueError, match=r"^rewards: expected shape \[n, T\], got \(2,\)"):
+        rl.trloo_advantages(torch.zeros(2), torch.ones(2), ids)
+    with pytest.raises(ValueError, match=r"^turn_mask: expected shape \(2, 3\), got \(1, 3\)"):
+        rl.turn_returns(torch.zeros(2, 3), torch.ones(1, 3))  # would broadcast over the batch
+    with pytest.raises(ValueError, match=r"^turn_mask: expected shape \(2, 3\), got \(1, 3\)"):
+        rl.trloo_advantages(torch.zeros(2, 3), torch.ones(1, 3), ids)
+    with pytest.raises(ValueError, match=r"^values: expected shape \[B\], got \(2, 1\)"):
+        rl.broadcast_to_tokens(torch.zeros(2, 1), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^mask: expected shape \[B, L\], got \(2,\)"):
+        rl.broadcast_to_tokens(torch.zeros(2), torch.ones(2))
+    with pytest.raises(ValueError, match="^mask: expected 3 rows, got 2$"):
+        rl.broadcast_to_tokens(torch.zeros(3), torch.ones(2, 4))
+    with pytest.raises(ValueError, match="^mask: expected a torch.Tensor"):
+        rl.broadcast_to_tokens(torch.zeros(2), [[1, 0], [1, 1]])
