@@ -1,0 +1,51 @@
+"""`EvaluationService` in process, over a real pool and a real SQLite file: per-client limits,
+cancelling queued and running jobs, and a slot that keeps working afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from tests.service.conftest import EXAMPLES, NO_TRITON
+
+from tritongym.service.config import ServiceConfig
+from tritongym.service.core import EvaluationService, JobSpec, ServiceError
+from tritongym.service.store import JobState
+
+
+@pytest.mark.slow
+def test_limits_and_cancelling_queued_and_running_jobs(tmp_path):
+    config = ServiceConfig(db_path=tmp_path / "jobs.db", workers=1, device="cpu", max_in_flight_per_client=3,
+                           dispatch_depth=1)
+    service = EvaluationService(config)
+    service.start()
+    try:
+        problem = service.problem_by_builtin("builtin/01_scaled_add")
+        slow = JobSpec(problem.content_hash, (EXAMPLES / "01_scaled_add.py").read_text(), {"num_trials": 50})
+        cheap = JobSpec(problem.content_hash, NO_TRITON, {})
+        [(running, _), (queued, _), (last, _)] = service.submit([slow, cheap, cheap], client="alice")
+        with pytest.raises(ServiceError) as refused:
+            service.submit([cheap], client="alice")
+        assert refused.value.status_code == 429 and "limit is 3" in refused.value.message
+        service.submit([cheap], client="bob")  # the limit is per client
+
+        assert service.cancel(queued.id).state == JobState.CANCELLED
+        deadline = time.monotonic() + 60
+        while service.get(running.id).state != JobState.RUNNING or service.pool.stats().busy == 0:
+            assert time.monotonic() < deadline, "the slow job never started"
+            time.sleep(0.05)
+        # Let the candidate process start: the pool kills a running candidate at once, but a cancel
+        # that arrives while the slot is still preparing the reference is only honoured later.
+        time.sleep(8)
+        cancelled_at = time.monotonic()
+        assert service.cancel(running.id).state == JobState.CANCELLED
+        final = asyncio.run(service.wait_final([last.id], 60))
+        assert final[last.id].state == JobState.DONE
+        assert final[last.id].result["status"] == "integrity_violation"  # the slot works after the kill
+        assert time.monotonic() - cancelled_at < 30  # the running candidate was killed, not awaited
+        assert service.get(queued.id).started is None  # a cancelled queued job never ran
+        assert service.get(running.id).result is None and service.get(running.id).error == "cancelled by a client"
+        assert service.cancel(last.id).state == JobState.DONE  # finished jobs stay as they are
+    finally:
+        service.stop()
