@@ -164,7 +164,7 @@ def test_pad_invariance_and_validation():
 # bound: a mean taken over the padded length instead of the valid tokens (or a max that sees a pad)
 # flips the verdict. The MRS/K3/geometric rejection masks of rl.correction share the rule.
 
-from tritongym.rl import geometric_rs_mask, k3_rs_mask, mrs_mask  # noqa: E402
+from tritongym.rl import apply_row_mask, geometric_rs_mask, k3_rs_mask, mrs_mask  # noqa: E402
 
 VALID, PADS = 3, 9
 
@@ -377,3 +377,36 @@ def test_trm_bounds_match_a_float64_loop(args):
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-300), name
     assert got["unified"] == min(v for k, v in expected.items() if k != "classical")
+
+
+# -- mutation survivors of rl/correction.py (issue 14) ------------------------------------------------
+
+
+def test_geometric_mean_of_a_one_token_row_and_of_an_empty_row():
+    lp = torch.zeros(3, 4, dtype=torch.float64)
+    mask = torch.zeros(3, 4, dtype=torch.bool)
+    lp[0, 0], mask[0, 0] = 0.0015, True  # one valid token over log(1.001): dropped
+    lp[1, 0], mask[1, 0] = 0.0009, True  # one valid token under it: kept
+    lp[2] = 5.0  # no valid token: ρ_geo = 1, kept
+    roll = torch.zeros_like(lp)
+    assert geometric_rs_mask(lp, roll, mask).tolist() == [False, True, True]
+    assert mrs_mask(lp, roll, mask).tolist() == [False, True, True]
+    assert k3_rs_mask(lp, roll, mask, threshold=0.0).tolist() == [False, False, True]
+
+
+def test_correction_inputs_are_checked_and_named():
+    lp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"^log_probs: expected shape \[B, L\], got \(3,\)"):
+        geometric_rs_mask(torch.zeros(3), torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError, match="^log_probs: expected a floating dtype"):
+        k3_rs_mask(torch.zeros(2, 3, dtype=torch.long), lp, torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^rollout_log_probs: expected shape \(2, 3\)"):
+        mrs_mask(lp, torch.zeros(2, 2), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^mask: expected shape \(2, 3\), got \(1, 3\)"):
+        mrs_mask(lp, lp, torch.ones(1, 3))
+    with pytest.raises(ValueError, match="^trajectory_ids"):
+        mrs_mask(lp, lp, torch.ones(2, 3), torch.tensor([0, 0, 1]))
+    with pytest.raises(ValueError, match=r"^mask: expected shape \[B, L\], got \(3,\)"):
+        apply_row_mask(torch.ones(3), torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^keep: expected shape \(2,\), got \(1,\)"):
+        apply_row_mask(torch.ones(2, 3), torch.ones(1, dtype=torch.bool))  # would broadcast
