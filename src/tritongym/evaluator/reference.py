@@ -44,12 +44,13 @@ class ReferenceRunner:
         device: ``cpu``, ``cuda`` or ``cuda:N`` (the worker is shown only that device).
         timeout: seconds each request may take before the problem is declared too slow.
         memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
+        threads: torch's CPU threads in the worker (None: torch's default, the core count).
 
     Use as a context manager, or call `close()`.
     """
 
     def __init__(self, problem: Problem, device: str = "cpu", timeout: float = 600.0,
-                 memory_limit_bytes: int | None = None) -> None:
+                 memory_limit_bytes: int | None = None, threads: int | None = None) -> None:
         self.problem = problem
         self.device = device
         self.timeout = timeout
@@ -63,7 +64,7 @@ class ReferenceRunner:
                 job_dir=self._dir, log_path=self._dir / "reference.log", channel_fd=child_end.fileno(),
                 token=secrets.token_hex(12), limits=ResourceLimits(memory_bytes=memory_limit_bytes,
                                                                    max_processes=None),
-                interpret=device == "cpu",
+                interpret=device == "cpu", threads=threads,
             )
         except BaseException:
             parent_end.close()

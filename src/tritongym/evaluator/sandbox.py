@@ -401,12 +401,14 @@ def spawn_worker(
     cap_add: tuple[str, ...] = (),
     ro_binds: tuple[tuple[str, str], ...] = (),
     jail_seccomp: bool = True,
+    threads: int | None = None,
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
 
     The fork server (`tritongym.execution.forkserver`) is started here too, with no source
     (`source_path` None), `cap_add` and `ro_binds` for its children's set-up, and
-    ``jail_seccomp=False``: each child loads the filter itself after its mounts.
+    ``jail_seccomp=False``: each child loads the filter itself after its mounts. `threads` caps
+    torch's and OpenMP's CPU threads in the worker (a pool runs several workers per core set).
 
     `source_path` is the module file the worker loads (the candidate or the problem), and
     `problem_path` an optional second one (the candidate worker's timing inputs); with bwrap
@@ -427,6 +429,8 @@ def spawn_worker(
             env[name] = os.environ[name]
     if interpret:
         env["TRITON_INTERPRET"] = "1"
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, int(threads)))
     gpu_env = gpu_worker_env(device) if cuda else {}
     env.update(gpu_env)
     def visible(path: str) -> str:

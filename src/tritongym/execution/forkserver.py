@@ -126,9 +126,10 @@ class ForkedWorker:
 class ForkServerLauncher:
     """A `CandidateLauncher` backed by one jailed fork server (one per pool slot and device)."""
 
-    def __init__(self, device: str, slot: int = 0) -> None:
+    def __init__(self, device: str, slot: int = 0, threads: int | None = None) -> None:
         self.device = device
         self.slot = slot
+        self.threads = threads
         self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
         self._jobs = self._home / "jobs"
         self._jobs.mkdir()
@@ -237,7 +238,7 @@ class ForkServerLauncher:
                 env[name] = os.environ[name]
         frame = {"op": "start", "job": job, "dir": f"/jobs/{job}", "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
-                 "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env}
+                 "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads}
         log_path = Path(kwargs["log_path"])
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

@@ -39,7 +39,7 @@ import socket
 import sys
 
 # The warm part: everything a candidate worker imports, loaded once here.
-import torch  # noqa: F401
+import torch
 import triton  # noqa: F401
 
 from tritongym.evaluator import candidate_worker, seccomp
@@ -138,6 +138,9 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
     os.chdir("/job")
     # As under bwrap, the worker is PID 2 and this process the namespace's init: signals the
     # candidate sends itself behave as for any process, and orphans are reaped here.
+    threads = job.get("threads")
+    if isinstance(threads, int) and threads > 0:
+        torch.set_num_threads(threads)
     pid = os.fork()
     if pid == 0:
         try:

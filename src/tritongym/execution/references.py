@@ -47,8 +47,9 @@ def _resident_bytes(pid: int) -> int:
 class WarmReferences:
     """A `ReferenceSource` that keeps idle reference runners per (problem hash, device), LRU-bounded."""
 
-    def __init__(self, max_idle: int = 8, max_idle_bytes: int = 4 << 30) -> None:
+    def __init__(self, max_idle: int = 8, max_idle_bytes: int = 4 << 30, threads: int | None = None) -> None:
         self.max_idle = max_idle
+        self.threads = threads
         self.max_idle_bytes = max_idle_bytes
         self._idle: OrderedDict[int, tuple[tuple[str, str], ReferenceRunner]] = OrderedDict()
         self._lock = threading.Lock()
@@ -71,7 +72,7 @@ class WarmReferences:
         if runner is not None:
             runner.close()
         self.misses += 1
-        return ReferenceRunner(problem, device=device, timeout=timeout)
+        return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads)
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None:
         if not reusable or runner.process.popen.poll() is not None:
