@@ -193,3 +193,42 @@ def test_one_element_or_one_flop_of_reference_work_still_counts():
     assert optrace.heavy_share((1, 0), (1, 0)) is not None
     assert optrace.heavy_share((0, 1), (0, 1)) is not None
     assert optrace.heavy_share((0, 0), (0, 0)) is None
+
+
+def test_keyword_only_arguments_reach_the_op():
+    x, y = torch.ones(3), torch.ones(3)
+    with OpTrace() as trace:
+        out = torch.ops.aten.add.Tensor(x, y, alpha=2)  # alpha is keyword-only: it stays in kwargs
+    assert out.tolist() == [3.0, 3.0, 3.0] and trace.compute_elements == 6
+
+
+def test_every_launch_and_op_adds_to_the_written_and_derived_sets():
+    x, first, second = torch.randn(3), torch.empty(3), torch.empty(3)
+    flow = DataFlow(inputs=[x], protected=[x])
+    flow.after_launch([x, first])
+    flow.after_launch([second])  # a second kernel, reading no input
+    assert flow.is_kernel_written(first) and flow.is_kernel_written(second)
+    assert flow.is_input_derived(x) and flow.is_input_derived(first) and not flow.is_input_derived(second)
+    with OpTrace(flow=flow):
+        doubled = first * 2
+        tripled = first * 3
+        plain = x * 2  # from the input, not from a kernel's output
+    assert flow.is_kernel_written(doubled) and flow.is_kernel_written(tripled)
+    assert not flow.is_kernel_written(plain) and flow.is_input_derived(plain)
+
+
+class _NegPacket:
+    __name__ = "neg"
+
+
+class _DeviceNeg(_ToHost):
+    """A compute op (not a transfer) that happens to return a host tensor."""
+
+    overloadpacket = _NegPacket()
+
+
+def test_only_transfer_ops_count_as_device_to_host_copies():
+    on_device = torch.empty(3, device="meta")
+    trace = OpTrace(flow=DataFlow(inputs=[on_device], protected=[]))
+    trace.__torch_dispatch__(_DeviceNeg(), (), (on_device,), {})
+    assert trace.device_to_host_elements == 0 and trace.compute_ops() == ["aten::neg"]
