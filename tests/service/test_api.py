@@ -195,3 +195,15 @@ def test_real_triton_candidate_end_to_end(server):
     assert result.status == Status.OK, result.error
     assert result.correct and all(t.passed for t in result.trials)
     assert result.phase_seconds.get("trials", 0) > 0
+
+
+def test_a_chunked_body_over_the_limit_is_413(http):
+    # No Content-Length: the limit is enforced while the body streams in.
+    def body():
+        yield b'{"items": ['
+        for _ in range(10):
+            yield b" " * (1 << 20)
+        yield b"]}"
+
+    response = http.post("/v1/evaluations", content=body(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and "request body larger" in response.json()["detail"]

@@ -49,3 +49,26 @@ def test_limits_and_cancelling_queued_and_running_jobs(tmp_path):
         assert service.cancel(last.id).state == JobState.DONE  # finished jobs stay as they are
     finally:
         service.stop()
+
+
+def test_finished_jobs_are_pruned_by_count(tmp_path):
+    config = ServiceConfig(db_path=tmp_path / "jobs.db", workers=1, device="cpu", max_finished=2,
+                           prune_interval_s=0.2)
+    service = EvaluationService(config)
+    service.start()
+    try:
+        problem = service.problem_by_builtin("builtin/01_scaled_add")
+        jobs = [r for r, _ in service.submit([JobSpec(problem.content_hash, NO_TRITON + f"# {i}\n", {})
+                                              for i in range(6)], client="c")]
+        final = asyncio.run(service.wait_final([r.id for r in jobs], 120))
+        assert len(final) == 6
+        deadline = time.monotonic() + 10
+        while sum(service.store.count_by_state().values()) > 2:
+            assert time.monotonic() < deadline, service.store.count_by_state()
+            time.sleep(0.1)
+        kept = service.store.get_many([r.id for r in jobs])
+        newest = sorted(final.values(), key=lambda r: r.finished)[-2:]
+        assert set(kept) == {r.id for r in newest}
+        assert b"tritongym_jobs_pruned_total 4.0" in service.metrics.render()
+    finally:
+        service.stop()
