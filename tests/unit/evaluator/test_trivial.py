@@ -60,6 +60,8 @@ def test_relative_l2_pools_all_leaves_before_dividing():
     expected = [torch.tensor([3.0]), torch.tensor([4.0])]
     predicted = [torch.tensor([3.0]), torch.tensor([9.0])]
     assert trivial.relative_l2(predicted, expected) == pytest.approx(1.0)
+    # the error in the first leaf counts as much as one in the last: sqrt((9 + 0) / 25)
+    assert trivial.relative_l2([torch.tensor([6.0]), torch.tensor([4.0])], expected) == pytest.approx(0.6)
 
 
 def test_relative_l2_skips_positions_not_finite_on_either_side():
