@@ -53,6 +53,10 @@ def test_warm_references_serve_a_group_of_candidates_for_one_problem(pool):
     before = pool.stats().extra["reference_hits"]
     evaluate_many([request(HONEST), request(HONEST)], pool=pool, progress=False)
     assert pool.stats().extra["reference_hits"] >= before + 1
+    # New references are forks of a warm trusted server (not fresh interpreters), and alive.
+    idle = [runner for _, runner in pool.references._idle.values()]
+    assert idle and all(type(r.process).__name__ == "ForkedWorker" and r.process.alive() for r in idle)
+    assert all(r.process.pid and r.process.pid > 0 for r in idle)
 
 
 def test_aevaluate_many_yields_every_job_once_as_it_finishes(pool):

@@ -45,12 +45,15 @@ class ReferenceRunner:
         timeout: seconds each request may take before the problem is declared too slow.
         memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
         threads: torch's CPU threads in the worker (None: torch's default, the core count).
+        spawner: starts the worker (`sandbox.spawn_worker`'s signature; default: a fresh process;
+            the execution layer passes a trusted fork server's ``start``).
 
     Use as a context manager, or call `close()`.
     """
 
     def __init__(self, problem: Problem, device: str = "cpu", timeout: float = 600.0,
-                 memory_limit_bytes: int | None = None, threads: int | None = None) -> None:
+                 memory_limit_bytes: int | None = None, threads: int | None = None,
+                 spawner: Any = None) -> None:
         self.problem = problem
         self.device = device
         self.timeout = timeout
@@ -59,7 +62,7 @@ class ReferenceRunner:
         source.write_text(problem.source, encoding="utf-8")
         parent_end, child_end = socket.socketpair()
         try:
-            self.process: WorkerProcess = spawn_worker(
+            self.process: WorkerProcess = (spawner or spawn_worker)(
                 "tritongym.evaluator.reference_worker", str(source), device=device, mode="none",
                 job_dir=self._dir, log_path=self._dir / "reference.log", channel_fd=child_end.fileno(),
                 token=secrets.token_hex(12), limits=ResourceLimits(memory_bytes=memory_limit_bytes,
@@ -90,7 +93,7 @@ class ReferenceRunner:
             self.channel.send("exit")
         except OSError:
             pass
-        self.process.kill()
+        self.process.release()
         self.channel.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 

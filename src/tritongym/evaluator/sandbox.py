@@ -322,6 +322,13 @@ class WorkerProcess:
                 pass
         return f"exited with code {code}"
 
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
     def wait_exit(self, grace: float) -> str:
         """Give a dying process `grace` seconds to exit by itself, kill it, and say how it ended."""
         try:

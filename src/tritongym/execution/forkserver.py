@@ -81,13 +81,19 @@ def forkserver_problem() -> str | None:
 class ForkedWorker:
     """The parent's handle on one forked candidate (`WorkerProcess`'s methods)."""
 
-    def __init__(self, server: ForkServerLauncher, job: str, log_path: Path, cgroup: Cgroup | None) -> None:
+    def __init__(self, server: ForkServerLauncher, job: str, log_path: Path, cgroup: Cgroup | None,
+                 pid: int | None = None) -> None:
         self.server = server
         self.job = job
         self.log_path = log_path
         self.cgroup = cgroup
-        self.code: int | None = None
-        self.mode = "bwrap"
+        #: the child's PID as the evaluator sees it (trusted servers only: a jailed one is in its own
+        #: PID namespace)
+        self.pid = pid
+        self.mode = "none" if server.trusted else "bwrap"
+
+    def alive(self) -> bool:
+        return self.server.exit_code(self.job, wait=0.0) is None and not self.server.lost()
 
     def exit_description(self) -> str:
         if self.cgroup is not None and self.cgroup.memory_exceeded():
@@ -126,28 +132,38 @@ class ForkedWorker:
 class ForkServerLauncher:
     """A `CandidateLauncher` backed by one jailed fork server (one per pool slot and device)."""
 
-    def __init__(self, device: str, slot: int = 0, threads: int | None = None) -> None:
+    def __init__(self, device: str, slot: int = 0, threads: int | None = None, *, trusted: bool = False) -> None:
         self.device = device
         self.slot = slot
         self.threads = threads
+        #: a trusted server forks reference workers (problem code): no jail, children in their own
+        #: process group; an untrusted one (the default) forks jailed candidate workers
+        self.trusted = trusted
+        self.module = ("tritongym.evaluator.reference_worker" if trusted
+                       else "tritongym.evaluator.candidate_worker")
         self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
         self._jobs = self._home / "jobs"
         self._jobs.mkdir()
         (self._home / "empty").mkdir()
         self._send_lock = threading.Lock()
+        self._recv_lock = threading.Lock()
         self._exits: dict[str, int] = {}
+        self._started: dict[str, int | None] = {}
+        self._failed: dict[str, str] = {}
         self._current: str | None = None
         self._dead: str | None = None
-        self.cgroup = create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62)
+        self.cgroup = None if trusted else create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62)
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = spawn_worker(
-                "tritongym.execution.forkserver_main", None, device=device, mode="bwrap",
+                "tritongym.execution.forkserver_main", None, device=device, mode="none" if trusted else "bwrap",
                 job_dir=self._home / "empty", log_path=self._home / "server.log", channel_fd=child_end.fileno(),
                 token=secrets.token_hex(12),
                 limits=ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
-                interpret=device == "cpu", cgroup=self.cgroup, cap_add=("CAP_SYS_ADMIN", "CAP_SETPCAP"),
-                ro_binds=((str(self._jobs), "/jobs"),), jail_seccomp=False)
+                interpret=device == "cpu", cgroup=self.cgroup,
+                cap_add=() if trusted else ("CAP_SYS_ADMIN", "CAP_SETPCAP"),
+                ro_binds=() if trusted else ((str(self._jobs), "/jobs"),), jail_seccomp=False,
+                extra_args=("--trusted",) if trusted else (), threads=threads)
         except BaseException:
             parent_end.close()
             self._cleanup()
@@ -155,30 +171,46 @@ class ForkServerLauncher:
         finally:
             child_end.close()
         self.control = parent_end
-        ready = self._recv(START_TIMEOUT)
-        if ready is None or ready.get("op") != "ready":
+        self.control.settimeout(START_TIMEOUT)
+        try:
+            ready = json.loads(self.control.recv(1 << 16) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
+        if ready.get("op") != "ready":
             log = self.process.log_tail(2000)
             self.close()
             raise EvaluatorError(f"the fork server did not start: {log}")
 
     # -- the control channel -------------------------------------------------------------------
-    def _recv(self, timeout: float) -> dict[str, Any] | None:
-        """The next frame, or None on timeout; a dead server marks the launcher lost."""
-        self.control.settimeout(max(timeout, 0.0001))
+    def _pump(self, timeout: float) -> None:
+        """Read at most one frame (waiting up to `timeout` s) and file it by job; thread-safe.
+
+        Several threads may wait on one server (a trusted server serves every slot's references):
+        whoever reads a frame files it, and each waiter looks for its own job's entry."""
+        if not self._recv_lock.acquire(timeout=max(timeout, 0.0)):
+            return
         try:
-            data = self.control.recv(1 << 16)
-        except TimeoutError:
-            return None
-        except OSError as exc:
-            self._dead = f"control channel failed: {exc}"
-            return None
-        if not data:
-            self._dead = f"the fork server exited ({self.process.exit_description()})"
-            return None
-        frame = json.loads(data)
-        if frame.get("op") == "exited":
-            self._exits[frame["job"]] = int(frame["code"])
-        return frame
+            self.control.settimeout(max(timeout, 0.0001))
+            try:
+                data = self.control.recv(1 << 16)
+            except TimeoutError:
+                return
+            except OSError as exc:
+                self._dead = f"control channel failed: {exc}"
+                return
+            if not data:
+                self._dead = f"the fork server exited ({self.process.exit_description()})"
+                return
+            frame = json.loads(data)
+            job, op = frame.get("job"), frame.get("op")
+            if op == "exited":
+                self._exits[job] = int(frame["code"])
+            elif op == "started":
+                self._started[job] = frame.get("pid")
+            elif op == "failed":
+                self._failed[str(job)] = str(frame.get("message"))
+        finally:
+            self._recv_lock.release()
 
     def _send(self, frame: dict[str, Any], fds: list[int] | None = None) -> None:
         with self._send_lock:
@@ -206,37 +238,45 @@ class ForkServerLauncher:
         return None  # the slot's cgroup already holds the server and its children
 
     def start(self, module: str, source_path: str, **kwargs: Any) -> ForkedWorker:
-        if module != "tritongym.evaluator.candidate_worker":
-            raise EvaluatorError(f"the fork server starts candidate workers only, not {module}")
+        if module != self.module:
+            raise EvaluatorError(f"this fork server starts {self.module} only, not {module}")
         if self.lost():
             raise EvaluatorError(f"the fork server is gone ({self._dead or self.process.exit_description()})")
         job_dir = Path(kwargs["job_dir"])
         limits: ResourceLimits = kwargs["limits"]
         job = secrets.token_hex(8)
-        folder = self._jobs / job
-        folder.mkdir()
-        files = sorted(p.name for p in job_dir.iterdir() if p.is_file())
-        for name in files:
-            shutil.copyfile(job_dir / name, folder / name)
-            os.chmod(folder / name, 0o444)
-        os.chmod(folder, 0o555)
+        if self.trusted:
+            files: list[str] = []
 
-        def inside(path: str) -> str:
-            return os.path.join(JAIL_JOB_DIR, os.path.relpath(path, job_dir))
+            def inside(path: str) -> str:
+                return path
+        else:
+            folder = self._jobs / job
+            folder.mkdir()
+            files = sorted(p.name for p in job_dir.iterdir() if p.is_file())
+            for name in files:
+                shutil.copyfile(job_dir / name, folder / name)
+                os.chmod(folder / name, 0o444)
+            os.chmod(folder, 0o555)
+
+            def inside(path: str) -> str:
+                return os.path.join(JAIL_JOB_DIR, os.path.relpath(path, job_dir))
 
         argv = ["--source", inside(source_path), "--device", "cuda" if self.device.startswith("cuda") else "cpu"]
         if kwargs.get("problem_path"):
             argv += ["--problem", inside(kwargs["problem_path"])]
         argv += list(kwargs.get("extra_args", ()))
+        home = str(job_dir) if self.trusted else JAIL_JOB_DIR
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-               "USER": "sandbox", "LOGNAME": "sandbox", "TRITONGYM_JOB": kwargs["token"], "HOME": JAIL_JOB_DIR,
-               "TMPDIR": "/tmp", "TRITON_CACHE_DIR": os.path.join(JAIL_JOB_DIR, ".triton")}
+               "USER": "sandbox", "LOGNAME": "sandbox", "TRITONGYM_JOB": kwargs["token"], "HOME": home,
+               "TMPDIR": home if self.trusted else "/tmp", "TRITON_CACHE_DIR": os.path.join(home, ".triton")}
         if kwargs.get("interpret"):
             env["TRITON_INTERPRET"] = "1"
         for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CC"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        frame = {"op": "start", "job": job, "dir": f"/jobs/{job}", "files": files, "argv": argv,
+        frame = {"op": "start", "job": job, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
+                 "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
                  "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads}
         log_path = Path(kwargs["log_path"])
@@ -246,16 +286,15 @@ class ForkServerLauncher:
         finally:
             os.close(log_fd)
         deadline = time.monotonic() + 30
-        while True:
-            reply = self._recv(max(deadline - time.monotonic(), 0.0))
-            if reply is None:
+        while job not in self._started:
+            if job in self._failed:
+                raise EvaluatorError(f"the fork server refused the job: {self._failed.pop(job)}")
+            if self.lost() or time.monotonic() > deadline:
                 raise EvaluatorError(f"the fork server did not start the job ({self._dead or 'no reply in 30 s'})")
-            if reply.get("job") == job and reply.get("op") == "started":
-                break
-            if reply.get("job") == job and reply.get("op") == "failed":
-                raise EvaluatorError(f"the fork server refused the job: {reply.get('message')}")
+            self._pump(0.05)
+        pid = self._started.pop(job)
         self._current = job
-        return ForkedWorker(self, job, log_path, self.cgroup)
+        return ForkedWorker(self, job, log_path, self.cgroup, pid=pid if self.trusted else None)
 
     # -- job control -------------------------------------------------------------------------------
     def exit_code(self, job: str, wait: float) -> int | None:
@@ -265,7 +304,7 @@ class ForkServerLauncher:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.lost():
                 break
-            self._recv(remaining)
+            self._pump(min(remaining, 0.05))
         return self._exits.get(job)
 
     def kill(self, job: str) -> None:
@@ -291,7 +330,7 @@ class ForkServerLauncher:
         if self._current == job:
             self._current = None
         folder = self._jobs / job
-        if folder.exists():
+        if not self.trusted and folder.exists():
             os.chmod(folder, 0o755)
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -20,6 +20,11 @@ control frames from the evaluator (`forkserver.ForkServerLauncher`) and forks. E
 Nothing of one candidate survives into the next: each is a fresh fork of a server that has never
 run candidate code, and its namespaces, folders and processes die with it.
 
+With ``--trusted`` the server runs unjailed and forks reference workers instead (the problem's
+own code, trusted): each child gets its own process group, environment, log and folder, and runs
+``reference_worker.main``; a pool keeps one such server so that a new problem's reference costs a
+fork, not an interpreter start.
+
 Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, dir,
 files, argv, limits, job_bytes, env}`` with two descriptors (the candidate's channel, its log),
 server → ``started {job}`` or ``failed {job, message}``, later ``exited {job, code}``; evaluator →
@@ -42,7 +47,7 @@ import sys
 import torch
 import triton  # noqa: F401
 
-from tritongym.evaluator import candidate_worker, seccomp
+from tritongym.evaluator import candidate_worker, reference_worker, seccomp
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -138,11 +143,12 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
     os.chdir("/job")
     # As under bwrap, the worker is PID 2 and this process the namespace's init: signals the
     # candidate sends itself behave as for any process, and orphans are reaped here.
-    threads = job.get("threads")
-    if isinstance(threads, int) and threads > 0:
-        torch.set_num_threads(threads)
     pid = os.fork()
     if pid == 0:
+        # Threads only after the last fork (an OpenMP pool does not survive a fork).
+        threads = job.get("threads")
+        if isinstance(threads, int) and threads > 0:
+            torch.set_num_threads(threads)
         try:
             drop_capabilities()
             if seccomp.machine_arch() in ("x86_64", "aarch64") and not seccomp.install_filter():
@@ -188,11 +194,37 @@ def _child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> N
         os._exit(70)
 
 
+def _trusted_child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> None:
+    """A reference worker (trusted problem code): its own process group, environment, log, folder."""
+    try:
+        control.close()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.setpgid(0, 0)
+        os.environ.clear()
+        os.environ.update(job["env"])
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(null)
+        os.close(log_fd)
+        os.chdir(job["dir"])
+        threads = job.get("threads")
+        if isinstance(threads, int) and threads > 0:
+            torch.set_num_threads(threads)
+        sys.argv = ["tritongym-reference", *job["argv"], "--fd", str(channel_fd)]
+        reference_worker.main()
+    except BaseException as exc:  # noqa: BLE001
+        _report(2, f"tritongym fork server: reference worker failed: {exc}\n")
+        os._exit(70)
+    os._exit(0)
+
+
 def _send(control: socket.socket, frame: dict) -> None:
     control.send(json.dumps(frame).encode())
 
 
-def serve(control: socket.socket) -> None:
+def serve(control: socket.socket, trusted: bool = False) -> None:
     running: dict[int, str] = {}
     _send(control, {"op": "ready", "threads": __import__("threading").active_count()})
     while True:
@@ -222,6 +254,11 @@ def serve(control: socket.socket) -> None:
         if op == "kill":
             for pid, job_id in running.items():
                 if job_id == frame.get("job"):
+                    if trusted:  # the reference's process group: anything it started goes too
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
                     os.kill(pid, signal.SIGKILL)
             continue
         if op != "start" or len(fds) != 2:
@@ -232,21 +269,23 @@ def serve(control: socket.socket) -> None:
         channel_fd, log_fd = fds
         pid = os.fork()
         if pid == 0:
-            _child(frame, control, channel_fd, log_fd)
+            (_trusted_child if trusted else _child)(frame, control, channel_fd, log_fd)
         os.close(channel_fd)
         os.close(log_fd)
         running[pid] = frame["job"]
-        _send(control, {"op": "started", "job": frame["job"]})
+        _send(control, {"op": "started", "job": frame["job"], "pid": pid if trusted else None})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="tritongym fork server (internal)")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
+    parser.add_argument("--trusted", action="store_true",
+                        help="fork reference workers (trusted problem code) instead of jailed candidates")
     args = parser.parse_args()
     seccomp.make_non_dumpable()
     control = socket.socket(fileno=args.fd)
-    serve(control)
+    serve(control, trusted=args.trusted)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class RayPool:
                     future.set_exception(EvaluatorError(f"the job's actor died {MAX_ATTEMPTS} times: {exc}"))
                 else:
                     self._queue.put((request, future, attempts + 1))  # another actor takes it
-                    time.sleep(0.5)  # let Ray restart this actor before this thread asks it again
+                self._wait_restarted(actor)
             except ray.exceptions.RayTaskError as exc:
                 with self._lock:
                     self._failed += 1
@@ -134,6 +134,17 @@ class RayPool:
             finally:
                 with self._lock:
                     self._busy -= 1
+
+    def _wait_restarted(self, actor: Any, limit: float = 300.0) -> None:
+        """Block this actor's thread until Ray has restarted the actor (it answers a ping)."""
+        ray = self._ray
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and not self._closed:
+            try:
+                ray.get(actor.ping.remote(), timeout=30)
+                return
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                time.sleep(0.5)
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         from tritongym.execution.pool import PoolClosed

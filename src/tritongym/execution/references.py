@@ -7,6 +7,10 @@ when the evaluation ends. Every evaluation still calls ``setup(weight_seed)`` wi
 seed and draws fresh trial seeds, so reuse changes nothing a candidate could learn or exploit: the
 reference is trusted code and holds no per-evaluation secret between evaluations.
 
+New runners are forks of a warm, trusted fork server (`forkserver_main --trusted`: unjailed, it
+runs only problem code), so even a problem seen for the first time costs a fork, not an
+interpreter start and ``import torch``.
+
 Bounds: at most `max_idle` idle runners and `max_idle_bytes` of their resident memory; the least
 recently used go first. A runner whose process died, or whose evaluation ended abnormally, is
 closed instead of kept.
@@ -14,8 +18,10 @@ closed instead of kept.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from tritongym.evaluator.reference import ReferenceRunner
 from tritongym.tasks.problem import Problem
@@ -47,9 +53,13 @@ def _resident_bytes(pid: int) -> int:
 class WarmReferences:
     """A `ReferenceSource` that keeps idle reference runners per (problem hash, device), LRU-bounded."""
 
-    def __init__(self, max_idle: int = 8, max_idle_bytes: int = 4 << 30, threads: int | None = None) -> None:
+    def __init__(self, max_idle: int = 8, max_idle_bytes: int = 4 << 30, threads: int | None = None,
+                 fork: bool = True) -> None:
         self.max_idle = max_idle
         self.threads = threads
+        #: start new reference workers as forks of a warm trusted server (problem code only)
+        self.fork = fork and sys.platform.startswith("linux")
+        self._servers: dict[str, Any] = {}
         self.max_idle_bytes = max_idle_bytes
         self._idle: OrderedDict[int, tuple[tuple[str, str], ReferenceRunner]] = OrderedDict()
         self._lock = threading.Lock()
@@ -65,17 +75,39 @@ class WarmReferences:
                     del self._idle[ident]
                     runner = idle
                     break
-        if runner is not None and runner.process.popen.poll() is None:
+        if runner is not None and runner.process.alive():
             self.hits += 1
             runner.timeout = timeout
             return runner
         if runner is not None:
             runner.close()
         self.misses += 1
-        return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads)
+        return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads,
+                               spawner=self._spawner(device))
+
+    def _spawner(self, device: str) -> Any:
+        """A trusted fork server's ``start`` for `device` (started on first use), or None (fresh
+        processes) where none can run."""
+        if not self.fork:
+            return None
+        with self._lock:
+            server = self._servers.get(device)
+            if server is not None and server.lost():
+                server.close()
+                server = None
+            if server is None:
+                from tritongym.execution.forkserver import ForkServerLauncher
+
+                try:
+                    server = ForkServerLauncher(device, threads=self.threads, trusted=True)
+                except Exception:  # noqa: BLE001 - fresh processes still work
+                    self.fork = False
+                    return None
+                self._servers[device] = server
+            return server.start
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None:
-        if not reusable or runner.process.popen.poll() is not None:
+        if not reusable or not runner.process.alive():
             runner.close()
             return
         evicted: list[ReferenceRunner] = []
@@ -83,10 +115,10 @@ class WarmReferences:
             self._idle[id(runner)] = ((runner.problem.content_hash, runner.device), runner)
             while len(self._idle) > self.max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
-            total = sum(_resident_bytes(r.process.popen.pid) for _, r in self._idle.values())
+            total = sum(_resident_bytes(r.process.pid or 0) for _, r in self._idle.values())
             while total > self.max_idle_bytes and len(self._idle) > 1:
                 _, old = self._idle.popitem(last=False)[1]
-                total -= _resident_bytes(old.process.popen.pid)
+                total -= _resident_bytes(old.process.pid or 0)
                 evicted.append(old)
         for old in evicted:
             old.close()
@@ -99,5 +131,9 @@ class WarmReferences:
         with self._lock:
             runners = [runner for _, runner in self._idle.values()]
             self._idle.clear()
+            servers = list(self._servers.values())
+            self._servers.clear()
         for runner in runners:
             runner.close()
+        for server in servers:
+            server.close()

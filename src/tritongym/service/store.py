@@ -273,8 +273,18 @@ class JobStore:
         return found
 
     def final_among(self, job_ids: Sequence[str]) -> list[JobRecord]:
-        """The jobs of `job_ids` that have reached a final state."""
-        return [r for r in self.get_many(job_ids).values() if r.final]
+        """The jobs of `job_ids` that have reached a final state (only those rows are read: a
+        stream asks this for all its pending jobs each time one finishes)."""
+        ids = list(dict.fromkeys(job_ids))
+        final = tuple(s.value for s in FINAL_STATES)
+        out: list[JobRecord] = []
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) "
+                                        "AND state IN (?, ?, ?)", (*chunk, *final)).fetchall()
+                out.extend(map(_record, rows))
+        return out
 
     def claim_queued(self, limit: int, exclude: set[str]) -> list[JobRecord]:
         """Mark up to `limit` queued jobs (oldest first) running and return them."""
