@@ -2,9 +2,10 @@
 
 Two measurements, same workers, same machine, one run:
 
-(1) throughput: a batch evaluated by `evaluate_many` on a warm in-process `LocalPool`, then the
-    same batch through the service (`Client.evaluate_many`: submit, stream results); ratio =
-    service evaluations/s ÷ in-process evaluations/s;
+(1) throughput: a batch evaluated by `evaluate_many` on a warm in-process `LocalPool`, and the
+    same batch through the service (`Client.evaluate_many`: submit, stream results), ``--rounds``
+    times each in alternating order; ratio = median over rounds of service evaluations/s ÷
+    in-process evaluations/s;
 (2) added latency: one evaluation at a time, ``--latency-samples`` times, in-process
     (``pool.submit(...).result()``) and through the service (``Client.evaluate``, blocking
     ``POST /v1/evaluate``); added latency = median(service) − median(in-process).
@@ -14,7 +15,7 @@ the service's own cost dominates, the worst case for its overhead) plus ``--real
 Triton solutions of the built-in suite (seconds each on a CPU). Printed as Markdown and one
 JSON line.
 
-Usage: ``python benchmarks/service.py [--workers 2] [--cheap 400] [--real 4] [--latency-samples 60]``
+Usage: ``python benchmarks/service.py [--workers 2] [--cheap 400] [--real 4] [--latency-samples 60] [--rounds 3]``
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--cheap", type=int, default=400, help="static-gate candidates in the batch")
     parser.add_argument("--real", type=int, default=4, help="honest Triton solutions in the batch (built-in suite)")
     parser.add_argument("--latency-samples", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3, help="batch rounds per side (alternating order)")
     args = parser.parse_args()
 
     from tritongym.execution import LocalPool, evaluate_many
@@ -95,14 +97,24 @@ def main() -> None:
                 evaluate_many(requests[:args.workers * 2] + requests[args.cheap:], pool=pool)
                 list(client.evaluate_many(requests[:args.workers * 2] + requests[args.cheap:]))
 
-                started = time.perf_counter()
-                local = evaluate_many(requests, pool=pool)
-                local_s = time.perf_counter() - started
-                started = time.perf_counter()
-                remote = dict(client.evaluate_many(requests))
-                service_s = time.perf_counter() - started
-                assert [str(r.status) for r in local] == [str(remote[i].status) for i in range(len(requests))], \
-                    "the service and the pool disagree on a verdict"
+                # Rounds alternate which side goes first, so load drifting on a shared machine
+                # does not favour one; the ratio is the median of the rounds' ratios.
+                local_times, service_times = [], []
+                for round_index in range(args.rounds):
+                    sides = ["local", "service"] if round_index % 2 == 0 else ["service", "local"]
+                    for side in sides:
+                        started = time.perf_counter()
+                        if side == "local":
+                            local = evaluate_many(requests, pool=pool)
+                            local_times.append(time.perf_counter() - started)
+                        else:
+                            remote = dict(client.evaluate_many(requests))
+                            service_times.append(time.perf_counter() - started)
+                    assert [str(r.status) for r in local] == [str(remote[i].status) for i in range(len(requests))], \
+                        "the service and the pool disagree on a verdict"
+                local_s = statistics.median(local_times)
+                service_s = statistics.median(service_times)
+                ratio = statistics.median(lt / st for lt, st in zip(local_times, service_times, strict=True))
 
                 local_lat, service_lat = [], []
                 for _ in range(args.latency_samples):
@@ -124,7 +136,7 @@ def main() -> None:
         "command": "python benchmarks/service.py " + " ".join(sys.argv[1:]),
         "workers": args.workers, "batch": n, "cheap": args.cheap, "real": args.real,
         "in_process_eval_per_s": n / local_s, "service_eval_per_s": n / service_s,
-        "throughput_ratio": local_s / service_s,
+        "throughput_ratio": ratio, "rounds": args.rounds,
         "in_process_latency_ms_median": 1000 * statistics.median(local_lat),
         "service_latency_ms_median": 1000 * statistics.median(service_lat),
         "added_latency_ms_median": 1000 * (statistics.median(service_lat) - statistics.median(local_lat)),
