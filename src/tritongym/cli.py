@@ -237,6 +237,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     from tritongym.evaluator.sandbox import bwrap_problem
 
     problem = bwrap_problem()
+    from tritongym.execution.forkserver import forkserver_problem
+    from tritongym.execution.pool import default_workers
+
+    forkserver = problem or forkserver_problem()
     info = {
         "tritongym": __version__,
         "python": platform.python_version(),
@@ -247,6 +251,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "sandbox": "bwrap" if problem is None else "none",
         "sandbox_problem": problem,
+        "pool_launcher": "forkserver" if forkserver is None else "spawn",
+        "pool_launcher_problem": forkserver,
+        "pool_workers": default_workers(),
     }
     if args.json:
         print(json.dumps(info))

@@ -237,4 +237,10 @@ def test_info_json_reports_the_environment():
     from tritongym.evaluator.sandbox import bwrap_problem
 
     assert info["sandbox"] == ("bwrap" if bwrap_problem() is None else "none")
+    from tritongym.execution.forkserver import forkserver_problem
+
+    reason = bwrap_problem() or forkserver_problem()
+    assert info["pool_launcher"] == ("forkserver" if reason is None else "spawn")
+    assert info["pool_launcher_problem"] == reason
+    assert isinstance(info["pool_workers"], int) and info["pool_workers"] >= 1
     assert info["tritongym"]
