@@ -137,7 +137,7 @@ def tritongym_pool(jobs: list[tuple[str, str]], workers: int) -> tuple[float, li
     from tritongym.execution import EvalRequest, LocalPool
 
     options = EvalOptions(device="cpu")
-    with LocalPool(workers) as pool:
+    with LocalPool(workers, parent_threads=max(1, (os.cpu_count() or 1) // workers)) as pool:
         # Warm the slots (fork servers start on first use), as the warm naive harness is warmed.
         warm = [pool.submit(EvalRequest(jobs[i][0], Path(jobs[i][1]), options)) for i in range(workers)]
         [f.result() for f in warm]

@@ -117,8 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from concurrent.futures import as_completed
 
-    from tritongym.execution import EvalRequest, LocalPool
+    from tritongym.execution import EvalRequest, LocalPool, default_workers
     from tritongym.execution.api import _progress_bar
+    from tritongym.execution.pool import _cores
 
     started = time.monotonic()
     counts: dict[str, int] = {}
@@ -132,7 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"{problem.problem_id:40s} {'(no solution)':20s}")
     bar = _progress_bar(len(jobs), args.progress)
     write = bar.write if bar is not None else print
-    with LocalPool(args.workers, device=options.device) as pool:
+    workers = args.workers or default_workers(options.device)
+    # This process only evaluates: its comparisons get the same share of the cores as each slot.
+    with LocalPool(workers, device=options.device, parent_threads=max(1, _cores() // workers)) as pool:
         futures = {pool.submit(EvalRequest(problem, solution, options)): (problem, solution)
                    for problem, solution in jobs}
         # Results are printed as each finishes (with --json: one line each, flushed at once).

@@ -14,10 +14,17 @@ evaluator does not catch yet, keeps the suite green, and fails (XPASS) the day i
 the line gets removed. Cases with ``Device: gpu`` carry the ``gpu`` marker (skipped without CUDA),
 cases that run the timing protocol on a CPU the ``slow`` marker. Runs use ``num_trials=2``
 unless the header's Options say otherwise.
+
+Every case runs through a warm `LocalPool` (candidates forked from a jailed fork server, the path
+RL training uses), or through plain `tritongym.evaluate` (fresh workers per evaluation) with
+``TRITONGYM_CORPUS_LAUNCHER=spawn``. The verdict logic is the same code either way; the sandbox
+tests (tests/sandbox/, tests/execution/) cover each process set-up's boundary.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import time
 
 import pytest
@@ -61,12 +68,27 @@ def _params() -> list:
     return params
 
 
+_POOL: list = []
+
+
+def _evaluate(problem, solution, **options) -> tritongym.EvalResult:
+    if os.environ.get("TRITONGYM_CORPUS_LAUNCHER", "pool") == "spawn":
+        return tritongym.evaluate(problem, solution, **options)
+    if not _POOL:
+        from tritongym.execution import LocalPool
+
+        _POOL.append(LocalPool(1))
+        atexit.register(_POOL[0].close)
+    request = tritongym.EvalRequest(problem, solution, tritongym.EvalOptions(**options))
+    return _POOL[0].submit(request).result()
+
+
 def run_case(case: Case) -> tritongym.EvalResult:
     """Evaluate one case with its header's options; records the verdict for the summary."""
     options = {**DEFAULT_OPTIONS, **case.options}
     device = "cuda" if case.device == "gpu" else "cpu"
     started = time.monotonic()
-    result = tritongym.evaluate(load_problem(case.problem), case.path, device=device, **options)
+    result = _evaluate(load_problem(case.problem), case.path, device=device, **options)
     elapsed = time.monotonic() - started
     OBSERVED[case.case_id] = {
         "family": case.family, "status": str(result.status), "reward": result.reward,

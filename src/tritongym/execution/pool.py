@@ -218,17 +218,20 @@ class LocalPool:
             processes), ``forkserver`` (required), or ``spawn`` (always fresh processes).
         reference_cache: idle warm reference workers kept (0: none, every evaluation starts one).
         device: used only for the default number of workers.
-        threads: torch CPU threads per slot, in its workers and for its share of this process's
-            comparisons (default: cores // workers, at least 1). Several slots each running
-            torch's default of one thread per core oversubscribe the cores: measured here
-            (2 cores, 2 slots), output comparisons ran 30x slower with 2 threads than with 1.
-            This sets ``torch.set_num_threads`` for this process, which the slots share.
+        threads: torch CPU threads of each slot's workers (default: cores // workers, at least 1).
+            Several slots each running torch's default of one thread per core oversubscribe the
+            cores (measured on 2 busy cores: output comparisons 30x slower with 2 threads than 1).
+        parent_threads: torch CPU threads of *this* process, where the slots compare outputs
+            (None: leave them; torch's setting is process-wide, so a pool inside a trainer does
+            not change it unasked). A process that only evaluates (``tritongym run``, the
+            service) passes `threads`.
 
     Use as a context manager; `close()` waits for running jobs and cancels queued ones.
     """
 
     def __init__(self, workers: int | None = None, *, queue_size: int | None = None, launcher: str = "auto",
-                 reference_cache: int = 32, device: str = "auto", threads: int | None = None) -> None:
+                 reference_cache: int = 32, device: str = "auto", threads: int | None = None,
+                 parent_threads: int | None = None) -> None:
         if launcher not in ("auto", "forkserver", "spawn"):
             raise ValueError(f"launcher must be auto, forkserver or spawn, got {launcher!r}")
         if workers is None:
@@ -238,10 +241,10 @@ class LocalPool:
         self.workers = workers
         self.launcher_kind = launcher
         self.threads = threads or max(1, _cores() // workers)
-        import torch
+        if parent_threads is not None:
+            import torch
 
-        if torch.get_num_threads() > self.threads:
-            torch.set_num_threads(self.threads)
+            torch.set_num_threads(max(1, parent_threads))
         self.references = (WarmReferences(max_idle=reference_cache, threads=self.threads) if reference_cache > 0
                            else None)
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=queue_size or 64 * workers)
