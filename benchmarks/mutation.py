@@ -14,7 +14,7 @@ dataclass field defaults are not mutated (tests/unit/evaluator/test_defaults.py 
 
 Not in CI: a module takes minutes to tens of minutes on a 2-core machine.
 
-Usage (needs ``pip install -e .[test,mutation]``)::
+Usage (needs ``pip install -e .[test,mutation]``; tests the committed HEAD unless ``--revision`` says otherwise)::
 
     python benchmarks/mutation.py                          # every module, summary table
     python benchmarks/mutation.py trivial reward --jobs 2  # selected modules
@@ -107,15 +107,20 @@ class ModuleScore:
         return self.detected / self.total if self.total else None
 
 
-def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str]) -> None:
+def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str], revision: str | None) -> None:
     """A fresh copy of the sources and tests with a setup.cfg naming one file to mutate."""
     if workspace.exists():
         shutil.rmtree(workspace)
     workspace.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "src", workspace / "src", ignore=ignore)
-    shutil.copytree(REPO / "tests", workspace / "tests", ignore=ignore)
-    shutil.copy(REPO / "pyproject.toml", workspace / "pyproject.toml")
+    if revision is None:  # the working tree as it is, uncommitted edits included
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(REPO / "src", workspace / "src", ignore=ignore)
+        shutil.copytree(REPO / "tests", workspace / "tests", ignore=ignore)
+        shutil.copy(REPO / "pyproject.toml", workspace / "pyproject.toml")
+    else:  # a commit: reproducible, and untouched by edits in progress in a shared working tree
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", revision, "src", "tests",
+                                  "pyproject.toml"], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(workspace)], input=archive, check=True)
     lines = ["[mutmut]", "source_paths = src/", f"only_mutate = {target}", "use_git_change_detection = false",
              "pytest_add_cli_args ="] + [f"    --deselect={t}" for t in DESELECTED]
     lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
@@ -183,11 +188,11 @@ def show_mutant(workspace: Path, name: str) -> str:
     return done.stdout.strip() or done.stderr.strip()
 
 
-def run_module(name: str, workdir: Path, jobs: int, show: bool) -> ModuleScore:
+def run_module(name: str, workdir: Path, jobs: int, show: bool, revision: str | None) -> ModuleScore:
     target, tests = MODULES[name]
     score = ModuleScore(module=name, path=target, tests=tests)
     workspace = workdir / name
-    prepare_workspace(workspace, name, target, tests)
+    prepare_workspace(workspace, name, target, tests, revision)
     # One torch/OpenMP thread: mutmut forks a test process per mutant from a process that has run torch,
     # and a forked child that finds torch's thread pool already started can hang (read as a timeout).
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -225,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the per-module workspaces go (default /tmp/tritongym-mutation)")
     parser.add_argument("--survivors", action="store_true", help="print the diff of each surviving mutant")
     parser.add_argument("--list", action="store_true", help="list the modules and their tests, then exit")
+    parser.add_argument("--revision", default="HEAD",
+                        help="the commit to test (default HEAD); 'worktree' copies the working tree as it is")
     args = parser.parse_args(argv)
     if args.list:
         for name, (target, tests) in MODULES.items():
@@ -238,18 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         parser.error("mutmut is not installed: pip install -e .[mutation]")
     args.workdir.mkdir(parents=True, exist_ok=True)
+    revision = None if args.revision == "worktree" else subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", args.revision], check=True, capture_output=True, text=True).stdout.strip()
+    print(f"testing {revision or 'the working tree'}", flush=True)
     summary_path = args.workdir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     print(f"{'module':14} {'detect.':>7} {'surv.':>6} {'other':>6} {'score':>7} {'time':>8}", flush=True)
     failed = False
     for name in args.modules or list(MODULES):
-        score = run_module(name, args.workdir, args.jobs, args.survivors)
+        score = run_module(name, args.workdir, args.jobs, args.survivors, revision)
         pct = f"{100 * score.score:.1f}%" if score.score is not None else "-"
         print(f"{name:14} {score.detected:7} {score.survived:6} {sum(score.other.values()):6} {pct:>7} "
               f"{score.seconds:7.0f}s  {score.other or ''} {score.error or ''}", flush=True)
         failed |= score.error is not None
         summary[name] = asdict(score) | {
-            "score": score.score, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "score": score.score, "revision": revision or "working tree",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
         summary_path.write_text(json.dumps(summary, indent=2))
     return 1 if failed else 0
