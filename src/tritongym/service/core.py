@@ -124,17 +124,17 @@ class _Waiters:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_job: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        self._by_job: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[JobRecord | None]]]] = {}
 
-    def register(self, job_ids: Sequence[str]) -> asyncio.Future[None]:
+    def register(self, job_ids: Sequence[str]) -> asyncio.Future[JobRecord | None]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[JobRecord | None] = loop.create_future()
         with self._lock:
             for job_id in job_ids:
                 self._by_job.setdefault(job_id, []).append((loop, future))
         return future
 
-    def unregister(self, job_ids: Sequence[str], future: asyncio.Future[None]) -> None:
+    def unregister(self, job_ids: Sequence[str], future: asyncio.Future[JobRecord | None]) -> None:
         with self._lock:
             for job_id in job_ids:
                 entries = self._by_job.get(job_id)
@@ -143,19 +143,20 @@ class _Waiters:
                     if not entries:
                         del self._by_job[job_id]
 
-    def notify(self, job_id: str) -> None:
+    def notify(self, job_id: str, record: JobRecord | None = None) -> None:
+        """Wake the waiters of `job_id`, handing them its final `record` when known (saves a read)."""
         with self._lock:
             entries = self._by_job.pop(job_id, [])
         for loop, future in entries:
             try:
-                loop.call_soon_threadsafe(_resolve, future)
+                loop.call_soon_threadsafe(_resolve, future, record)
             except RuntimeError:  # that loop has closed: its waiter is gone
                 pass
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _resolve(future: asyncio.Future[JobRecord | None], record: JobRecord | None) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(record)
 
 
 class EvaluationService:
@@ -170,6 +171,7 @@ class EvaluationService:
         self._inflight: dict[str, Future[EvalResult]] = {}
         self._inflight_lock = threading.Lock()
         self._kick = threading.Event()
+        self._dispatch_lock = threading.Lock()
         self._stopping = False
         self._dispatcher: threading.Thread | None = None
         self._problems: OrderedDict[str, Problem] = OrderedDict()
@@ -303,7 +305,7 @@ class EvaluationService:
         except IdempotencyConflict as exc:
             raise ServiceError(409, str(exc)) from None
         self.metrics.submitted.inc(sum(created for _, created in out))
-        self._kick.set()
+        self._dispatch_now()
         return out
 
     def replace_final(self, record: JobRecord) -> None:
@@ -347,9 +349,13 @@ class EvaluationService:
                 if left <= 0:
                     return final
                 try:
-                    await asyncio.wait_for(future, timeout=min(left, 30.0))
+                    delivered = await asyncio.wait_for(future, timeout=min(left, 30.0))
                 except asyncio.TimeoutError:
-                    pass
+                    continue
+                if delivered is not None and delivered.final and len(pending) == 1 and delivered.id in pending:
+                    # The common blocking call: one job, whose record came with the notice.
+                    final[delivered.id] = delivered
+                    return final
             finally:
                 self.waiters.unregister(pending, future)
 
@@ -378,7 +384,8 @@ class EvaluationService:
             if self._stopping:
                 break
             try:
-                self._dispatch_some()
+                with self._dispatch_lock:
+                    self._dispatch_some()
                 if time.monotonic() - last_prune >= self.config.prune_interval_s:
                     last_prune = time.monotonic()
                     pruned = self.store.prune(max_age_s=self.config.retention_s,
@@ -388,6 +395,22 @@ class EvaluationService:
             except Exception:  # noqa: BLE001 - the dispatcher must outlive a transient store error
                 log.exception("dispatch failed; retrying")
                 time.sleep(0.5)
+
+    def _dispatch_now(self) -> None:
+        """Hand queued jobs to the pool from this thread (a submitting request or a finished
+        job's callback): one thread switch less than waking the dispatcher. If another thread
+        is dispatching, the dispatcher is woken instead, so no wake-up is lost."""
+        if self._stopping or not self.ready:
+            return
+        if self._dispatch_lock.acquire(blocking=False):
+            try:
+                self._dispatch_some()
+            except Exception:  # noqa: BLE001 - the dispatcher thread retries
+                log.exception("dispatch failed; the dispatcher will retry")
+            finally:
+                self._dispatch_lock.release()
+        else:
+            self._kick.set()
 
     def _dispatch_some(self) -> None:
         from tritongym.execution import EvalRequest, PoolClosed
@@ -428,12 +451,14 @@ class EvaluationService:
             self._store_outcome(record, JobState.FAILED, error=f"{type(exc).__name__}: {exc}")
         else:
             self._store_outcome(record, JobState.DONE, result=result)
-        self._kick.set()
+        self._dispatch_now()
 
     def _store_outcome(self, record: JobRecord, state: JobState, *, result: EvalResult | None = None,
                        error: str | None = None) -> None:
         data = result.to_dict() if result is not None else None
-        stored = self.store.finish(record.id, state, result=data, error=error)
+        now = time.time()
+        stored = self.store.finish(record.id, state, result=data, error=error, finished=now)
+        final = dataclasses.replace(record, state=state, finished=now, result=data, error=error) if stored else None
         if stored:
             self.metrics.observe(state, result)
             event = {"time": time.time(), "job": record.id, "api": record.api, "client": record.client,
@@ -444,7 +469,7 @@ class EvaluationService:
             if error is not None:
                 event["error"] = error
             self.events.write(event)
-        self.waiters.notify(record.id)
+        self.waiters.notify(record.id, final)
 
     # -- introspection ---------------------------------------------------------------------
     def in_flight(self) -> int:

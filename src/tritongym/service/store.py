@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -307,7 +307,7 @@ class JobStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return records
+        return [replace(r, state=JobState.RUNNING, started=now, attempts=r.attempts + 1) for r in records]
 
     def unclaim(self, job_id: str) -> None:
         """Put a claimed job back in the queue (the pool did not take it)."""
@@ -316,14 +316,15 @@ class JobStore:
                              (JobState.QUEUED.value, job_id, JobState.RUNNING.value))
 
     def finish(self, job_id: str, state: JobState, *, result: dict[str, Any] | None = None,
-               error: str | None = None) -> bool:
+               error: str | None = None, finished: float | None = None) -> bool:
         """Store a job's outcome; False (and nothing written) when it already had one."""
         if state not in FINAL_STATES:
             raise ValueError(f"finish needs a final state, got {state}")
         with self._lock:
             cursor = self._db.execute(
                 "UPDATE jobs SET state = ?, finished = ?, result = ?, error = ? WHERE id = ? AND state IN (?, ?)",
-                (state.value, time.time(), json.dumps(result) if result is not None else None, error, job_id,
+                (state.value, finished or time.time(), json.dumps(result) if result is not None else None, error,
+                 job_id,
                  JobState.QUEUED.value, JobState.RUNNING.value))
             return cursor.rowcount == 1
 
