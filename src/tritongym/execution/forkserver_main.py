@@ -157,6 +157,9 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
             _report(2, f"tritongym fork server: candidate set-up failed: {exc}\n")
             os._exit(70)
         sys.argv = ["tritongym-candidate", *job["argv"], "--fd", str(channel_fd)]
+        # As in a fresh worker, the harness is ``__main__`` (candidates that go after the worker's
+        # main module meet the harness, whose globals the tampering check watches).
+        sys.modules["__main__"] = candidate_worker
         candidate_worker.main()  # ends with os._exit
         os._exit(0)
     os.close(channel_fd)
@@ -213,6 +216,7 @@ def _trusted_child(job: dict, control: socket.socket, channel_fd: int, log_fd: i
         if isinstance(threads, int) and threads > 0:
             torch.set_num_threads(threads)
         sys.argv = ["tritongym-reference", *job["argv"], "--fd", str(channel_fd)]
+        sys.modules["__main__"] = reference_worker
         reference_worker.main()
     except BaseException as exc:  # noqa: BLE001
         _report(2, f"tritongym fork server: reference worker failed: {exc}\n")
