@@ -410,3 +410,86 @@ def test_correction_inputs_are_checked_and_named():
         apply_row_mask(torch.ones(3), torch.ones(3, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"^keep: expected shape \(2,\), got \(1,\)"):
         apply_row_mask(torch.ones(2, 3), torch.ones(1, dtype=torch.bool))  # would broadcast
+
+
+# -- the @torch.no_grad() masks under mutation (issue 14): defaults, zero bounds, inclusive bounds ----
+
+
+def test_trm_defaults_are_005_for_max_k2_and_0001_for_mean_k3():
+    over_max = _padded([math.sqrt(2 * 0.05 * 1.01)])
+    assert not trm_mask(*over_max, mean_k3=None).item()
+    assert trm_mask(*_padded([math.sqrt(2 * 0.05 * 0.99)]), mean_k3=None).item()
+    assert not trm_mask(*_padded([_k3_inverse(0.00101)]), max_k2=None).item()
+    assert trm_mask(*_padded([_k3_inverse(0.00099)]), max_k2=None).item()
+    assert not ser_mask(*_padded([math.log1p(0.0505)])).item() and ser_mask(*_padded([math.log1p(0.0495)])).item()
+    logits = torch.zeros(1, 1, 2, dtype=torch.float64)
+    shifted = torch.tensor([[[0.0, 0.7]]], dtype=torch.float64)  # KL ≈ 0.06 > 0.05
+    assert trm_exact_mask(logits, logits.clone(), torch.ones(1, 1, dtype=torch.bool)).item()
+    assert not trm_exact_mask(shifted, logits, torch.ones(1, 1, dtype=torch.bool)).item()
+
+
+def test_zero_bounds_are_allowed_and_keep_exact_rows():
+    lp, roll, mask = _padded([0.0, 0.01])
+    assert trm_mask(lp, roll, mask, max_k2=0.0, mean_k3=0.0).tolist() == [True, False]
+    assert ser_mask(lp, roll, mask, threshold=0.0).tolist() == [True, False]
+    assert ln_trm_mask(lp, roll, mask, delta=0.5, threshold=0.0).tolist() == [True, False]
+    logits = torch.randn(2, 3, 5, dtype=torch.float64)
+    assert trm_exact_mask(logits, logits.clone(), torch.ones(2, 3, dtype=torch.bool), delta=0.0).all()
+
+
+def test_the_bounds_are_inclusive_at_the_statistic_itself():
+    t = torch.full((1, 3), 0.1, dtype=torch.float64)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    roll = torch.zeros_like(t)
+    mean_k3 = ((t.exp() - 1.0 - t).sum(-1) / 3).item()
+    max_k2 = (0.5 * t * t).amax(-1).item()
+    mean_dev = ((t.exp() - 1.0).abs().sum(-1) / 3).item()
+    assert trm_mask(t, roll, mask, max_k2=None, mean_k3=mean_k3).item()
+    assert trm_mask(t, roll, mask, max_k2=max_k2, mean_k3=None).item()
+    assert ser_mask(t, roll, mask, threshold=mean_dev).item()
+
+
+def test_a_row_over_the_max_is_dropped_even_when_its_mean_is_inside():
+    lp = torch.zeros(1, 200, dtype=torch.float64)
+    lp[0, 0] = 0.4  # k2 = 0.08 > 0.05; mean k3 = 0.0918 / 200 ≈ 0.00046 < 0.001
+    roll, mask = torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+    assert not trm_mask(lp, roll, mask).item()
+    assert trm_mask(lp, roll, mask, max_k2=None).item()
+
+
+def test_invalid_mask_bounds_name_themselves():
+    lp, roll, mask = _padded([0.0])
+    with pytest.raises(ValueError, match="^max_k2: expected a value >= 0 or None, got -1"):
+        trm_mask(lp, roll, mask, max_k2=-1.0)
+    with pytest.raises(ValueError, match="^mean_k3: expected a value >= 0 or None, got -0.5"):
+        trm_mask(lp, roll, mask, mean_k3=-0.5)
+    with pytest.raises(ValueError, match="^threshold: expected a value >= 0, got -1"):
+        ser_mask(lp, roll, mask, threshold=-1.0)
+    with pytest.raises(ValueError, match="^delta, threshold: expected delta > 0 and threshold >= 0, got 0, 0.1"):
+        ln_trm_mask(lp, roll, mask, delta=0, threshold=0.1)
+    with pytest.raises(ValueError, match="^delta, threshold"):
+        ln_trm_mask(lp, roll, mask, delta=-1.0, threshold=0.1)
+    logits = torch.zeros(1, 2, 3)
+    with pytest.raises(ValueError, match="^delta: expected a value >= 0, got -1"):
+        trm_exact_mask(logits, logits, torch.ones(1, 2), delta=-1.0)
+    with pytest.raises(ValueError, match=r"^logits: expected shape \[B, L, V\], got \(2, 3\)"):
+        trm_exact_mask(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^mask: expected shape \(1, 2\), got \(2, 2\)"):
+        trm_exact_mask(logits, logits, torch.ones(2, 2))
+
+
+def test_ln_trm_rows_are_judged_apart_with_clamped_and_small_normalisers():
+    # two rows of 4 tokens, δ = 2 (weights clamp at 1): ratios differ, threshold between them
+    lp = torch.tensor([[0.01, 0.01, 0.01, 0.0], [0.2, 0.2, 0.2, 0.0]], dtype=torch.float64)
+    roll, mask = torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+    ratio = (math.expm1(0.01) * 3) / 3  # weights 1, 1, 1, 0 after clamping
+    assert ln_trm_mask(lp, roll, mask, delta=2.0, threshold=ratio * 1.01).tolist() == [True, False]
+    assert not ln_trm_mask(lp[:1], roll[:1], mask[:1], delta=2.0, threshold=ratio * 0.99).item()
+    # Z(2) = √(δ/2) = 0.1 < 1 for δ = 0.02: the ratio is W/Z = |ρ−1| of the first token
+    two = torch.tensor([[0.05, 0.0]], dtype=torch.float64)
+    ones = torch.ones(1, 2, dtype=torch.bool)
+    assert not ln_trm_mask(two, torch.zeros_like(two), ones, delta=0.02, threshold=math.expm1(0.05) * 0.99).item()
+    assert ln_trm_mask(two, torch.zeros_like(two), ones, delta=0.02, threshold=math.expm1(0.05) * 1.01).item()
+    # one token: Z = 0, no evidence, kept
+    one = torch.tensor([[3.0]], dtype=torch.float64)
+    assert ln_trm_mask(one, torch.zeros_like(one), torch.ones(1, 1, dtype=torch.bool), delta=0.5, threshold=0.5).item()
