@@ -207,3 +207,13 @@ def test_a_chunked_body_over_the_limit_is_413(http):
 
     response = http.post("/v1/evaluations", content=body(), headers={"Content-Type": "application/json"})
     assert response.status_code == 413 and "request body larger" in response.json()["detail"]
+
+
+def test_the_streamed_job_is_the_schema_s_job_view():
+    from tritongym.service.models import JobView, job_view_dict
+    from tritongym.service.store import JobRecord, JobState
+
+    record = JobRecord(seq=1, id="a", idempotency_key="k", fingerprint="f", client="c", api="native",
+                       problem_hash="h", solution="s", options={}, state=JobState.DONE, attempts=2, submitted=1.0,
+                       started=2.0, finished=3.0, result={"status": "ok"}, error=None, extra=None)
+    assert job_view_dict(record) == JobView.of(record).model_dump()

@@ -73,6 +73,7 @@ def test_compile_error_session(http):
     assert body["status"] == "failed" and body["compiled"] is False and body["correctness"] is False
     assert body["error_code"] == "COMPILATION_ERROR" and "SyntaxError" in body["error_message"]
     assert body["metadata"]["compilation_error"]
+    assert "SyntaxError" in http.get(f"/status/{body['task_id']}").json()["error_message"]
     assert kernelgym_reward(body) == 0.0
 
 

@@ -40,6 +40,7 @@ from tritongym.service.models import (
     ProblemsIn,
     ProblemView,
     SubmittedJob,
+    job_view_dict,
 )
 from tritongym.service.store import JobRecord, JobState
 
@@ -249,7 +250,8 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
                 finished = {r.id for r in done}
                 pending = [i for i in pending if i not in finished]
                 for record in done:
-                    yield frame("result", JobView.of(record).model_dump(), record.id)
+                    # A plain dict (JobView's fields): no validation pass over a large result per line.
+                    yield frame("result", job_view_dict(record), record.id)
             if sse:
                 yield frame("end", {"event": "end"})
 
@@ -381,8 +383,10 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
              tags=["kernelgym"])
     def kernelgym_status(task_id: str) -> kg.KernelGymStatus:
         record = kg_record(task_id)
+        # Dr.Kernel's client reads a failed task's reason from the status alone.
+        reason = record.error or ((record.result or {}).get("error") if kg.status_of(record) == "failed" else None)
         return kg.KernelGymStatus(task_id=task_id, status=kg.status_of(record),
-                                  progress=1.0 if record.final else 0.0, error_message=record.error)
+                                  progress=1.0 if record.final else 0.0, error_message=reason)
 
     @app.get("/results/{task_id}", response_model=kg.KernelGymResponse,
              responses={**_ERRORS, 202: {"model": kg.KernelGymResponse}}, dependencies=auth, tags=["kernelgym"])
