@@ -164,7 +164,15 @@ def test_pad_invariance_and_validation():
 # bound: a mean taken over the padded length instead of the valid tokens (or a max that sees a pad)
 # flips the verdict. The MRS/K3/geometric rejection masks of rl.correction share the rule.
 
-from tritongym.rl import apply_row_mask, geometric_rs_mask, k3_rs_mask, mrs_mask  # noqa: E402
+from tritongym.rl import (  # noqa: E402
+    apply_row_mask,
+    geometric_rs_mask,
+    k3_rs_mask,
+    mrs_mask,
+    sequence_mis_weights,
+    sequence_rs_mask,
+    sequence_tis_weights,
+)
 
 VALID, PADS = 3, 9
 
@@ -493,3 +501,54 @@ def test_ln_trm_rows_are_judged_apart_with_clamped_and_small_normalisers():
     # one token: Z = 0, no evidence, kept
     one = torch.tensor([[3.0]], dtype=torch.float64)
     assert ln_trm_mask(one, torch.zeros_like(one), torch.ones(1, 1, dtype=torch.bool), delta=0.5, threshold=0.5).item()
+
+
+def _one_token_rows(deltas):
+    lp = torch.tensor([[d] for d in deltas], dtype=torch.float64)
+    return lp, torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+
+
+def test_geometric_and_sequence_bounds_are_inclusive_at_both_ends():
+    lp, roll, mask = _one_token_rows([math.log(0.999), math.log(1.001)])
+    assert geometric_rs_mask(lp, roll, mask).tolist() == [True, True]
+    lp, roll, mask = _one_token_rows([math.log(0.5), math.log(2.0), math.log(0.49), math.log(2.01)])
+    assert sequence_rs_mask(lp, roll, mask).tolist() == [True, True, False, False]  # defaults 0.5 / 2.0
+    assert geometric_rs_mask(*_one_token_rows([0.0]), lower=1.0, upper=1.0).item()  # lower == upper allowed
+    assert sequence_rs_mask(*_one_token_rows([0.0]), lower=1.0, upper=1.0).item()
+    for fn in (geometric_rs_mask, sequence_rs_mask):
+        with pytest.raises(ValueError, match="^lower, upper: expected 0 < lower <= upper, got 0, 1"):
+            fn(*_one_token_rows([0.0]), lower=0, upper=1)
+
+
+def test_sequence_and_k3_rejection_pool_over_the_trajectory():
+    lp, roll, mask = _one_token_rows([math.log(1.5), math.log(1.5)])  # each 1.5, together 2.25 > 2
+    assert sequence_rs_mask(lp, roll, mask).tolist() == [True, True]
+    assert sequence_rs_mask(lp, roll, mask, trajectory_ids=torch.tensor([0, 0])).tolist() == [False, False]
+    lp, roll, mask = _one_token_rows([0.3, 0.0])  # k3 0.0499 and 0: pooled mean 0.025
+    assert k3_rs_mask(lp, roll, mask, threshold=0.03).tolist() == [False, True]
+    assert k3_rs_mask(lp, roll, mask, threshold=0.03, trajectory_ids=torch.tensor([1, 1])).tolist() == [True, True]
+    with pytest.raises(ValueError, match="^threshold: expected a value >= 0, got -1"):
+        k3_rs_mask(lp, roll, mask, threshold=-1.0)
+
+
+def test_mrs_passes_its_upper_bound_and_veto_threshold_on():
+    lp, roll, mask = _one_token_rows([math.log(1.01)])
+    assert not mrs_mask(lp, roll, mask).item()
+    assert mrs_mask(lp, roll, mask, upper=1.02).item()
+    vetoed = _one_token_rows([math.log(1e-3)])
+    assert mrs_mask(*vetoed, lower=1e-6, upper=1e6).item()  # 1e-3 is above the default veto 1e-4
+    assert not mrs_mask(*vetoed, lower=1e-6, upper=1e6, veto_threshold=1e-2).item()
+
+
+def test_sequence_importance_weights_clamp_and_bounds():
+    lp, roll, mask = _one_token_rows([math.log(2.0), 30.0, -30.0])
+    weights = sequence_mis_weights(lp, roll, mask, upper=2.0)[:, 0]
+    assert weights[0].item() == pytest.approx(2.0)  # exactly at the bound: kept
+    assert weights[1].item() == 0.0 and weights[2].item() == pytest.approx(math.exp(-20))  # log-ratio clamped ±20
+    assert sequence_mis_weights(lp, roll, mask, upper=math.exp(25))[1, 0].item() == pytest.approx(math.exp(20))
+    assert sequence_mis_weights(lp, roll, mask, upper=0.5)[2, 0].item() == pytest.approx(math.exp(-20))
+    with pytest.raises(ValueError, match="^upper: expected a value > 0, got 0"):
+        sequence_mis_weights(lp, roll, mask, upper=0)
+    for cap in (0, -1):
+        with pytest.raises(ValueError, match="^cap"):
+            sequence_tis_weights(lp, roll, mask, cap=cap)
