@@ -172,6 +172,9 @@ from tritongym.rl import (  # noqa: E402
     sequence_mis_weights,
     sequence_rs_mask,
     sequence_tis_weights,
+    token_mis_weights,
+    token_tis_weights,
+    token_veto_mask,
 )
 
 VALID, PADS = 3, 9
@@ -552,3 +555,20 @@ def test_sequence_importance_weights_clamp_and_bounds():
     for cap in (0, -1):
         with pytest.raises(ValueError, match="^cap"):
             sequence_tis_weights(lp, roll, mask, cap=cap)
+
+
+def test_token_weights_bounds_caps_and_veto_edges():
+    lp, roll, mask = _one_token_rows([math.log(0.5), math.log(2.0), math.log(0.49), 25.0, -25.0])
+    mis = token_mis_weights(lp, roll, mask)[:, 0]  # defaults 0.5 / 2.0, inclusive
+    assert mis[:3].tolist() == pytest.approx([0.5, 2.0, 0.0]) and mis[3].item() == 0.0
+    assert token_mis_weights(*_one_token_rows([0.0]), lower=1.0, upper=1.0).item() == 1.0
+    with pytest.raises(ValueError, match="^lower, upper: expected 0 < lower <= upper, got 0, 2"):
+        token_mis_weights(lp, roll, mask, lower=0, upper=2)
+    assert token_tis_weights(*_one_token_rows([0.0]), cap=0.5).item() == 0.5  # a cap below 1 is allowed
+    seq = sequence_tis_weights(lp, roll, mask, cap=0.5)[:, 0]
+    assert seq[3].item() == 0.5 and seq[4].item() == pytest.approx(math.exp(-20))  # Σ Δ clamped at −20
+    assert sequence_tis_weights(lp, roll, mask, cap=math.exp(25))[3, 0].item() == pytest.approx(math.exp(20))
+    with pytest.raises(ValueError, match="^cap: expected a value > 0, got 0"):
+        sequence_tis_weights(lp, roll, mask, cap=0)
+    at_threshold = _one_token_rows([math.log(1e-4)])
+    assert token_veto_mask(*at_threshold).item()  # vetoed only strictly below the threshold
