@@ -176,6 +176,7 @@ class EvaluationService:
         self._dispatcher: threading.Thread | None = None
         self._problems: OrderedDict[str, Problem] = OrderedDict()
         self._problems_lock = threading.Lock()
+        self._parsed: dict[tuple[str, str | None, str | None], Problem] = {}
         self._builtin: dict[str, Problem] | None = None
         self.waiters = _Waiters()
         self.started_at = time.time()
@@ -238,6 +239,12 @@ class EvaluationService:
         """Parse, check and store a problem; a malformed one is a 422 with the loader's message."""
         if len(source.encode("utf-8", "surrogatepass")) > self.config.max_problem_bytes:
             raise ServiceError(413, f"problem source is larger than {self.config.max_problem_bytes} bytes")
+        # Trainers send the same few problems with every request: parse each text once.
+        key = (source, name, problem_id)
+        with self._problems_lock:
+            known = self._parsed.get(key)
+        if known is not None:
+            return self.store_problem(known, registered=registered)
         try:
             problem = Problem.from_source(source, name=name or "problem",
                                           problem_id=problem_id or name or "inline")
@@ -246,6 +253,10 @@ class EvaluationService:
         if problem_id is None and name is None:
             problem = dataclasses.replace(problem, problem_id=f"inline/{problem.content_hash[:12]}",
                                           name=f"inline_{problem.content_hash[:12]}")
+        with self._problems_lock:
+            self._parsed[key] = problem
+            while len(self._parsed) > 256:
+                self._parsed.pop(next(iter(self._parsed)))
         return self.store_problem(problem, registered=registered)
 
     def problem_by_builtin(self, name: str) -> Problem:

@@ -170,9 +170,14 @@ class JobStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        # Reads go through a second connection: in WAL mode they see the last commit without
+        # waiting for a writer (a batch insert's fsync, a claim), and writers do not wait for them.
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
+            self._reader.close()
             self._db.close()
 
     # -- problems --------------------------------------------------------------------------
@@ -190,8 +195,8 @@ class JobStore:
             return cursor.rowcount == 1
 
     def get_problem(self, content_hash: str) -> StoredProblem | None:
-        with self._lock:
-            row = self._db.execute("SELECT hash, source, name, problem_id, level, registered FROM problems "
+        with self._read_lock:
+            row = self._reader.execute("SELECT hash, source, name, problem_id, level, registered FROM problems "
                                    "WHERE hash = ?", (content_hash,)).fetchone()
         return StoredProblem(*row[:5], registered=bool(row[5])) if row else None
 
@@ -208,8 +213,8 @@ class JobStore:
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY created, hash LIMIT ? OFFSET ?"
-        with self._lock:
-            rows = self._db.execute(query, (*params, limit, offset)).fetchall()
+        with self._read_lock:
+            rows = self._reader.execute(query, (*params, limit, offset)).fetchall()
         return [StoredProblem(*row[:5], registered=bool(row[5])) for row in rows]
 
     # -- jobs ------------------------------------------------------------------------------
@@ -250,22 +255,22 @@ class JobStore:
         return out
 
     def get(self, job_id: str) -> JobRecord | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._read_lock:
+            row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return _record(row) if row else None
 
     def get_by_key(self, key: str) -> JobRecord | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idempotency_key = ?", (key,)).fetchone()
+        with self._read_lock:
+            row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idempotency_key = ?", (key,)).fetchone()
         return _record(row) if row else None
 
     def get_many(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         found: dict[str, JobRecord] = {}
         ids = list(dict.fromkeys(job_ids))
-        with self._lock:
+        with self._read_lock:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
-                rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
+                rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
                                         chunk).fetchall()
                 for row in rows:
                     record = _record(row)
@@ -278,10 +283,10 @@ class JobStore:
         ids = list(dict.fromkeys(job_ids))
         final = tuple(s.value for s in FINAL_STATES)
         out: list[JobRecord] = []
-        with self._lock:
+        with self._read_lock:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
-                rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) "
+                rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) "
                                         "AND state IN (?, ?, ?)", (*chunk, *final)).fetchall()
                 out.extend(map(_record, rows))
         return out
@@ -320,11 +325,11 @@ class JobStore:
         """Store a job's outcome; False (and nothing written) when it already had one."""
         if state not in FINAL_STATES:
             raise ValueError(f"finish needs a final state, got {state}")
+        text = json.dumps(result) if result is not None else None
         with self._lock:
             cursor = self._db.execute(
                 "UPDATE jobs SET state = ?, finished = ?, result = ?, error = ? WHERE id = ? AND state IN (?, ?)",
-                (state.value, finished or time.time(), json.dumps(result) if result is not None else None, error,
-                 job_id,
+                (state.value, finished or time.time(), text, error, job_id,
                  JobState.QUEUED.value, JobState.RUNNING.value))
             return cursor.rowcount == 1
 
@@ -345,25 +350,25 @@ class JobStore:
         if client is not None:
             query += " AND client = ?"
             params.append(client)
-        with self._lock:
-            return int(self._db.execute(query, params).fetchone()[0])
+        with self._read_lock:
+            return int(self._reader.execute(query, params).fetchone()[0])
 
     def count_by_state(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        with self._read_lock:
+            rows = self._reader.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
         counts = {state.value: 0 for state in JobState}
         counts.update({state: int(n) for state, n in rows})
         return counts
 
     def recent_final(self, limit: int = 20) -> list[JobRecord]:
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE finished IS NOT NULL "
+        with self._read_lock:
+            rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE finished IS NOT NULL "
                                     "ORDER BY finished DESC LIMIT ?", (limit,)).fetchall()
         return [_record(row) for row in rows]
 
     def finished_since(self, since: float) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM jobs WHERE finished >= ?", (since,)).fetchone()[0])
+        with self._read_lock:
+            return int(self._reader.execute("SELECT COUNT(*) FROM jobs WHERE finished >= ?", (since,)).fetchone()[0])
 
     def prune(self, *, max_age_s: float | None, max_finished: int | None) -> int:
         """Delete finished jobs older than `max_age_s` and beyond the newest `max_finished`, then
