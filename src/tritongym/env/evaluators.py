@@ -1,11 +1,11 @@
-"""How an environment gets verdicts: the `Evaluator` protocol and the local thread-pool evaluator.
+"""How an environment gets verdicts: the `Evaluator` protocol and the pool evaluator.
 
 An environment never calls `tritongym.evaluate` directly; it holds an `Evaluator`, so many
-environments can share one execution pool and the pool can be swapped (a local thread pool today;
-the execution layer's `evaluate_many`/`aevaluate` when it is installed) without touching the env.
+environments can share one execution pool and the pool can be swapped (the execution layer's
+warm `LocalPool` by default, a function, a remote client) without touching the env.
 
-Every evaluation runs in fresh worker processes (see docs/architecture.md), so the calling side
-only waits: threads are the right tool, and `aevaluate` hands the blocking call to one.
+By default evaluations run on a `tritongym.execution.LocalPool` (candidates forked from a warm,
+jailed fork server; see docs/architecture.md); the calling side only waits.
 """
 
 from __future__ import annotations
@@ -66,13 +66,14 @@ def options_to_dict(options: Any) -> dict[str, Any]:
 
 
 class PoolEvaluator:
-    """Runs an evaluate function (default `tritongym.evaluate`) on a shared thread pool.
+    """Evaluations on the execution layer's warm `LocalPool` (or a function on a thread pool).
 
     Args:
         options: the `EvalOptions` of every evaluation (None: the defaults).
-        max_workers: concurrent evaluations. Each starts two worker processes; on a GPU the
-            timing of concurrent candidates interferes, so keep it at the number of devices there.
-        evaluate_fn: ``(problem, solution, options) -> EvalResult``; `tritongym.evaluate` by default.
+        max_workers: concurrent evaluations (pool slots); on a GPU the timing of concurrent
+            candidates interferes, so keep it at the number of devices there.
+        evaluate_fn: ``(problem, solution, options) -> EvalResult`` run on a thread pool instead
+            (a test double, a remote client); None: the `LocalPool`, started on first use.
     """
 
     def __init__(self, options: EvalOptions | None = None, *, max_workers: int = 1,
@@ -87,6 +88,7 @@ class PoolEvaluator:
         self.max_workers = max_workers
         self._evaluate_fn = evaluate_fn
         self._pool: ThreadPoolExecutor | None = None
+        self._execution_pool: Any = None
         self._lock = threading.Lock()
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -95,29 +97,52 @@ class PoolEvaluator:
                 self._pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="tritongym-eval")
             return self._pool
 
+    def _local_pool(self) -> Any:
+        """The execution layer's warm `LocalPool` (fork-server workers), made on first use."""
+        with self._lock:
+            if self._execution_pool is None:
+                from tritongym.execution import LocalPool
+
+                self._execution_pool = LocalPool(self.max_workers)
+            return self._execution_pool
+
+    def _submit(self, problem: Problem, solution: str) -> Any:
+        from tritongym.execution import EvalRequest
+
+        return self._local_pool().submit(EvalRequest(problem, solution, self.options))
+
     def evaluate(self, problem: Problem, solution: str) -> EvalResult:
         fn = self._evaluate_fn
         if fn is None:
-            from tritongym.evaluator import evaluate as fn
+            return self._submit(problem, solution).result()
         return fn(problem, solution, self.options)
 
     def evaluate_many(self, pairs: Sequence[tuple[Problem, str]]) -> list[EvalResult]:
-        futures = [self._executor().submit(self.evaluate, problem, solution) for problem, solution in pairs]
+        if self._evaluate_fn is None:
+            futures = [self._submit(problem, solution) for problem, solution in pairs]
+        else:
+            futures = [self._executor().submit(self.evaluate, problem, solution) for problem, solution in pairs]
         return [future.result() for future in futures]
 
     async def aevaluate(self, problem: Problem, solution: str) -> EvalResult:
+        if self._evaluate_fn is None:
+            return await asyncio.wrap_future(self._submit(problem, solution))
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor(), self.evaluate, problem, solution)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "pool", "max_workers": self.max_workers, "options": options_to_dict(self.options)}
+        return {"kind": "pool", "max_workers": self.max_workers, "options": options_to_dict(self.options),
+                "backend": "local" if self._evaluate_fn is None else "function"}
 
     def close(self) -> None:
-        """Wait for running evaluations and release the threads."""
+        """Wait for running evaluations and release the threads and workers."""
         with self._lock:
             pool, self._pool = self._pool, None
+            execution_pool, self._execution_pool = self._execution_pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        if execution_pool is not None:
+            execution_pool.close()
 
     def __enter__(self) -> PoolEvaluator:
         return self
