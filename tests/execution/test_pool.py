@@ -144,3 +144,19 @@ def test_a_fork_server_that_dies_is_replaced_and_its_job_answered_once():
         assert result.status == Status.OK, (result.status, result.error)
         stats = pool.stats()
         assert stats.restarts == 2 and stats.completed == 3 and stats.failed == 0
+
+
+def test_evaluate_many_keeps_its_own_pool_warm_across_calls():
+    from tritongym.execution import close_shared_pools, shared_pool
+
+    try:
+        first = evaluate_many([request(HONEST)], workers=1, progress=False)
+        pool = shared_pool("local", 1)
+        second = evaluate_many([request(WRONG)], workers=1, progress=False)
+        assert shared_pool("local", 1) is pool
+        assert [first[0].status, second[0].status] == [Status.OK, Status.INCORRECT]
+        assert pool.stats().completed == 2 and pool.stats().launcher == "forkserver"
+    finally:
+        close_shared_pools()
+    assert shared_pool("local", 1) is not pool
+    close_shared_pools()

@@ -7,11 +7,20 @@ See docs/architecture.md ("Execution") for the pool, the fork server and the tru
 Ray is an optional extra (``pip install 'tritongym[ray]'``), imported only by ``backend="ray"``.
 """
 
-from tritongym.execution.api import aevaluate, aevaluate_many, default_pool, evaluate_many, make_pool
+from tritongym.execution.api import (
+    aevaluate,
+    aevaluate_many,
+    close_shared_pools,
+    default_pool,
+    evaluate_many,
+    make_pool,
+    shared_pool,
+)
 from tritongym.execution.pool import LocalPool, PoolClosed, QueueFull, default_workers
 from tritongym.execution.requests import Completed, EvalRequest, PoolStats
 
 __all__ = [
     "Completed", "EvalRequest", "LocalPool", "PoolClosed", "PoolStats", "QueueFull", "aevaluate",
-    "aevaluate_many", "default_pool", "default_workers", "evaluate_many", "make_pool",
+    "aevaluate_many", "close_shared_pools", "default_pool", "default_workers", "evaluate_many", "make_pool",
+    "shared_pool",
 ]

@@ -7,6 +7,8 @@
 
 Results of `evaluate_many` come back in input order; a job whose problem is broken raises its
 `ProblemError` (or, with ``return_exceptions=True``, the exception takes the result's place).
+Without an explicit ``pool=``, the batch runs on a process-wide pool per (backend, workers) that
+stays warm across calls (an RL loop pays the fork servers' start-up once), closed at exit.
 """
 
 from __future__ import annotations
@@ -87,12 +89,12 @@ def evaluate_many(requests: Iterable[EvalRequest | tuple[Any, ...]], *, workers:
         workers: concurrent evaluations (default: one per GPU, else the core count).
         backend: ``local`` or ``ray``; ignored when `pool` is given.
         progress: a progress bar on stderr (None: only when stderr is a terminal).
-        pool: an open pool to use (kept open); by default one is made and closed here.
+        pool: an open pool to use; by default the process-wide pool for (backend, workers),
+            kept warm across calls (`shared_pool`).
         return_exceptions: put a job's exception in its place instead of raising it.
     """
     batch = _as_requests(requests)
-    own = pool is None
-    pool = pool or make_pool(backend, workers)
+    pool = pool or shared_pool(backend, workers)
     bar = _progress_bar(len(batch), progress)
     try:
         futures = [pool.submit(request) for request in batch]
@@ -113,24 +115,38 @@ def evaluate_many(requests: Iterable[EvalRequest | tuple[Any, ...]], *, workers:
     finally:
         if bar is not None:
             bar.close()
-        if own:
-            pool.close()
 
 
-_default_pool: Pool | None = None
-_default_lock = threading.Lock()
+_shared: dict[tuple[str, int | None], Pool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(backend: str = "local", workers: int | None = None) -> Pool:
+    """The process-wide pool for (backend, workers), made on first use and kept warm across calls
+    (its fork servers and reference workers survive between batches); closed at exit or by
+    `close_shared_pools`."""
+    key = (backend, workers)
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None:
+            pool = _shared[key] = make_pool(backend, workers)
+            if len(_shared) == 1:
+                atexit.register(close_shared_pools)
+        return pool
+
+
+def close_shared_pools() -> None:
+    """Close every pool `evaluate_many`, `aevaluate` and `aevaluate_many` made for themselves."""
+    with _shared_lock:
+        pools = list(_shared.values())
+        _shared.clear()
+    for pool in pools:
+        pool.close()
 
 
 def default_pool() -> Pool:
-    """The process-wide local pool behind `aevaluate` (made on first use, closed at exit)."""
-    global _default_pool
-    with _default_lock:
-        if _default_pool is None:
-            from tritongym.execution.pool import LocalPool
-
-            _default_pool = LocalPool()
-            atexit.register(_default_pool.close, False)
-        return _default_pool
+    """The shared local pool with the default number of workers (behind `aevaluate`)."""
+    return shared_pool("local", None)
 
 
 async def aevaluate(problem: Any, solution: Any, options: EvalOptions | None = None, *, pool: Pool | None = None,
@@ -150,8 +166,7 @@ async def aevaluate_many(requests: Iterable[EvalRequest | tuple[Any, ...]], *, w
     cancels what has not finished.
     """
     batch = _as_requests(requests)
-    own = pool is None
-    pool = pool or make_pool(backend, workers)
+    pool = pool or shared_pool(backend, workers)
     pending: dict[asyncio.Future[EvalResult], tuple[int, Future[EvalResult]]] = {}
     try:
         for index, request in enumerate(batch):
@@ -165,5 +180,3 @@ async def aevaluate_many(requests: Iterable[EvalRequest | tuple[Any, ...]], *, w
     finally:
         for _, future in pending.values():
             pool.cancel(future)
-        if own:
-            await asyncio.get_running_loop().run_in_executor(None, pool.close)
