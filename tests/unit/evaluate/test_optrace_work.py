@@ -155,9 +155,12 @@ def test_a_device_to_host_copy_of_input_data_is_counted():
     untracked = OpTrace(flow=DataFlow(inputs=[], protected=[]))
     untracked.__torch_dispatch__(_ToHost(), (), (on_device,), {})
     assert untracked.device_to_host_elements == 0  # not input data
-    host = OpTrace(flow=DataFlow(inputs=[torch.ones(2)], protected=[]))
-    host.__torch_dispatch__(_ToHost(), (), (torch.ones(2),), {})
-    assert host.device_to_host_elements == 0  # a host-to-host copy exposes nothing new
+    on_host = torch.ones(2)
+    host = OpTrace(flow=DataFlow(inputs=[on_host], protected=[]))
+    host.__torch_dispatch__(_ToHost(), (), (on_host,), {})
+    assert host.device_to_host_elements == 0  # a host-to-host copy of input data exposes nothing new
+    trace.__torch_dispatch__(_ToHost(), (), (on_device,), {})
+    assert trace.device_to_host_elements == 10  # copies add up
 
 
 # -- naming ops --------------------------------------------------------------------------------------------
@@ -232,3 +235,10 @@ def test_only_transfer_ops_count_as_device_to_host_copies():
     trace = OpTrace(flow=DataFlow(inputs=[on_device], protected=[]))
     trace.__torch_dispatch__(_DeviceNeg(), (), (on_device,), {})
     assert trace.device_to_host_elements == 0 and trace.compute_ops() == ["aten::neg"]
+
+
+def test_out_buffers_passed_by_keyword_count_as_read():
+    x, y, buffer = torch.ones(3), torch.ones(3), torch.empty(3)
+    with OpTrace() as trace:
+        torch.ops.aten.add.out(x, y, out=buffer)  # out= is keyword-only: it reaches the op in kwargs
+    assert buffer.tolist() == [2.0, 2.0, 2.0] and trace.compute_elements == 9
