@@ -92,7 +92,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         process, url = _start_server(args.workers, Path(tmp) / "bench.db")
         try:
-            with LocalPool(args.workers) as pool, Client(url) as client:
+            # Like the server (and `tritongym run`), this process only evaluates: its torch threads
+            # are split between the slots.
+            parent_threads = max(1, (os.cpu_count() or 1) // args.workers)
+            with LocalPool(args.workers, parent_threads=parent_threads) as pool, Client(url) as client:
                 # Warm both sides the same way: fork servers, reference workers, imports.
                 evaluate_many(requests[:args.workers * 2] + requests[args.cheap:], pool=pool)
                 list(client.evaluate_many(requests[:args.workers * 2] + requests[args.cheap:]))

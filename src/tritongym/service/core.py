@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -194,9 +195,16 @@ class EvaluationService:
         if self.requeued_at_start:
             log.info("requeued %d job(s) left running by the previous process", self.requeued_at_start)
         if self._pool is None:
-            from tritongym.execution import make_pool
+            from tritongym.execution import default_workers, make_pool
 
-            self._pool = make_pool(self.config.backend, self.config.workers)
+            if self.config.backend == "local":
+                # This process only evaluates: its torch threads (the slots' output comparisons)
+                # are split between the slots, as the pool's own are, instead of oversubscribing.
+                workers = self.config.workers or default_workers(self.config.device)
+                cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+                self._pool = make_pool("local", workers, parent_threads=max(1, cores // workers))
+            else:
+                self._pool = make_pool(self.config.backend, self.config.workers)
         self._depth = self.config.dispatch_depth or 4 * max(1, int(getattr(self._pool, "workers", 1)))
         self._dispatcher = threading.Thread(target=self._dispatch_loop, name="tritongym-service-dispatch",
                                             daemon=True)
