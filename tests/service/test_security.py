@@ -26,6 +26,12 @@ def test_token_env_must_be_set():
     assert done.returncode == 2 and "TG_TEST_UNSET_VAR" in done.stderr
 
 
+def test_an_invalid_default_device_is_refused_at_start():
+    done = subprocess.run([sys.executable, "-m", "tritongym.cli", "serve", "--device", "gpu7", "--port", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "gpu7" in done.stderr
+
+
 def test_bind_rules():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("example.org")

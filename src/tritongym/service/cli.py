@@ -74,6 +74,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"tritongym serve: environment variable {args.token_env} is not set or empty", file=sys.stderr)
             return EXIT_USAGE
     try:
+        from tritongym.evaluator.device import parse_device
+
+        parse_device(args.device)  # a bad default device would refuse every request; refuse it now
         check_bind(args.host, token)
         config = ServiceConfig(db_path=Path(args.db), workers=args.workers, backend=args.backend, token=token,
                                device=args.device, sandbox=args.sandbox,
