@@ -253,6 +253,8 @@ def _hand_aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.
     rows = int(mask.any(-1).sum())
     if mode == "token-mean":
         return masked.sum() / m.sum()
+    if mode == "token-sum":  # verl >= 0.9, no normaliser
+        return masked.sum()
     if mode == "seq-mean-token-sum":
         return masked.sum() / rows
     if mode == "seq-mean-token-mean":
@@ -276,7 +278,7 @@ def test_the_policy_losses_and_aggregation_modes_disagree_on_the_dispatch_inputs
     ppo, reinforce = (_direct_token_loss(n, inputs) for n in ("ppo_clip", "reinforce"))
     assert not torch.allclose(ppo, reinforce)
     values = [float(_hand_aggregate(ppo, inputs.mask, mode)) for mode in rl.AGGREGATION_MODES.names()]
-    assert len(set(values)) == len(values) == 4
+    assert len(set(values)) == len(values) >= 4
 
 
 # -- estimator inputs: float64 internals, small groups, argument checks (issue 14 mutation survivors) ------
