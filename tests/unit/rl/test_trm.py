@@ -491,11 +491,14 @@ def test_invalid_mask_bounds_name_themselves():
 
 def test_ln_trm_rows_are_judged_apart_with_clamped_and_small_normalisers():
     # two rows of 4 tokens, δ = 2 (weights clamp at 1): ratios differ, threshold between them
-    lp = torch.tensor([[0.01, 0.01, 0.01, 0.0], [0.2, 0.2, 0.2, 0.0]], dtype=torch.float64)
+    lp = torch.tensor([[0.01, 0.02, 0.04, 0.0], [0.2, 0.2, 0.2, 0.0]], dtype=torch.float64)
     roll, mask = torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
-    ratio = (math.expm1(0.01) * 3) / 3  # weights 1, 1, 1, 0 after clamping
-    assert ln_trm_mask(lp, roll, mask, delta=2.0, threshold=ratio * 1.01).tolist() == [True, False]
-    assert not ln_trm_mask(lp[:1], roll[:1], mask[:1], delta=2.0, threshold=ratio * 0.99).item()
+    ratio = (math.expm1(0.01) + math.expm1(0.02) + math.expm1(0.04)) / 3  # weights √3, √2, 1, 0 → 1, 1, 1, 0
+    assert ln_trm_mask(lp, roll, mask, delta=2.0, threshold=ratio * 1.001).tolist() == [True, False]
+    assert not ln_trm_mask(lp[:1], roll[:1], mask[:1], delta=2.0, threshold=ratio * 0.999).item()
+    # each row's W is divided by its own Z: a second row (of 2 valid tokens) changes nothing for the first
+    mask[1, 2:] = False
+    assert ln_trm_mask(lp, roll, mask, delta=2.0, threshold=ratio * 0.999).tolist() == [False, False]
     # Z(2) = √(δ/2) = 0.1 < 1 for δ = 0.02: the ratio is W/Z = |ρ−1| of the first token
     two = torch.tensor([[0.05, 0.0]], dtype=torch.float64)
     ones = torch.ones(1, 2, dtype=torch.bool)
@@ -572,3 +575,24 @@ def test_token_weights_bounds_caps_and_veto_edges():
         sequence_tis_weights(lp, roll, mask, cap=0)
     at_threshold = _one_token_rows([math.log(1e-4)])
     assert token_veto_mask(*at_threshold).item()  # vetoed only strictly below the threshold
+
+
+def test_ser_of_a_one_token_row_is_that_tokens_deviation():
+    lp, roll, mask = _one_token_rows([math.log1p(0.06)])
+    assert not ser_mask(lp, roll, mask).item()
+    assert ser_mask(lp, roll, mask, threshold=0.0601).item()
+
+
+def test_the_exact_mask_applies_the_sampling_temperature():
+    logits = torch.tensor([[[0.0, 0.0, 0.0]]], dtype=torch.float64)
+    rollout = torch.tensor([[[1.0, 0.0, 0.0]]], dtype=torch.float64)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+
+    def kl(temperature):
+        p = torch.softmax(rollout / temperature, -1)
+        q = torch.softmax(logits / temperature, -1)
+        return float((p * (p.log() - q.log())).sum())
+
+    delta = (kl(1.0) + kl(2.0)) / 2  # between the two: kept only at temperature 2
+    assert not trm_exact_mask(logits, rollout, mask, delta=delta).item()
+    assert trm_exact_mask(logits, rollout, mask, delta=delta, temperature=2.0).item()
