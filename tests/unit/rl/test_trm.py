@@ -596,3 +596,13 @@ def test_the_exact_mask_applies_the_sampling_temperature():
     delta = (kl(1.0) + kl(2.0)) / 2  # between the two: kept only at temperature 2
     assert not trm_exact_mask(logits, rollout, mask, delta=delta).item()
     assert trm_exact_mask(logits, rollout, mask, delta=delta, temperature=2.0).item()
+
+
+def test_sequence_weights_clamp_the_summed_log_ratio_not_only_each_token():
+    # two tokens at ±15 (each inside the per-token ±20): the row's sum ±30 is clamped to ±20
+    lp = torch.tensor([[15.0, 15.0], [-15.0, -15.0]], dtype=torch.float64)
+    roll, mask = torch.zeros_like(lp), torch.ones_like(lp, dtype=torch.bool)
+    assert sequence_mis_weights(lp, roll, mask, upper=math.exp(25))[0, 0].item() == pytest.approx(math.exp(20))
+    assert sequence_mis_weights(lp, roll, mask)[1, 0].item() == pytest.approx(math.exp(-20))
+    assert sequence_tis_weights(lp, roll, mask, cap=math.exp(25))[0, 0].item() == pytest.approx(math.exp(20))
+    assert sequence_tis_weights(lp, roll, mask)[1, 0].item() == pytest.approx(math.exp(-20))
