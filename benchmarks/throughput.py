@@ -87,8 +87,15 @@ def batch(evals: int) -> list[tuple[str, str]]:
     return out[:max(evals, len(pairs))]
 
 
+THREADS = {"n": 1}
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "TRITON_INTERPRET": "1"}
+    """The naive processes get the same CPU threads per slot as tritongym's workers (cores //
+    workers): with torch's default of one thread per core, parallel slots oversubscribe the cores
+    and the naive harnesses would be measured slower than they need to be."""
+    threads = str(THREADS["n"])
+    return {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 def naive_fresh(jobs: list[tuple[str, str]], workers: int) -> float:
@@ -166,7 +173,9 @@ def main() -> None:
     args = parser.parse_args()
     jobs = batch(args.evals)
     n = len(jobs)
-    print(f"{n} evaluations, {args.workers} at a time, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    THREADS["n"] = max(1, (os.cpu_count() or 1) // args.workers)
+    print(f"{n} evaluations, {args.workers} at a time, {THREADS['n']} CPU thread(s) per slot, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     fresh = naive_fresh(jobs, args.workers)
     warm = naive_warm(jobs, args.workers)
     ours, results, info = tritongym_pool(jobs, args.workers)
@@ -187,6 +196,7 @@ def main() -> None:
           f"{info['launcher']}")
     for slot, rss in info["memory"].items():
         print(f"fork server resident set, {slot}: {rss / 2**20:.0f} MiB")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -160,3 +160,24 @@ def test_evaluate_many_keeps_its_own_pool_warm_across_calls():
         close_shared_pools()
     assert shared_pool("local", 1) is not pool
     close_shared_pools()
+
+
+def test_a_cancel_before_the_candidate_starts_is_honoured():
+    with LocalPool(1) as pool:
+        future = pool.submit(request(ENDLESS, timeout=120.0))
+        started = time.monotonic()
+        while pool.stats().busy == 0 and time.monotonic() - started < 60:
+            time.sleep(0.001)
+        assert pool.cancel(future) is True  # the slot is still preparing the job
+        with pytest.raises(CancelledError):
+            future.result(timeout=60)
+        assert time.monotonic() - started < 45  # not run to its 120 s budget
+
+
+def test_a_string_solution_is_source_text_never_a_path_to_read(pool):
+    # A model's one-line reply that names a file on this machine must not make the evaluator read it.
+    as_text = pool.submit(EvalRequest(RELU_PROBLEM, str(HONEST), OPTIONS)).result(timeout=300)
+    assert as_text.status == Status.COMPILE_ERROR, (as_text.status, as_text.error)
+    assert "SyntaxError" in (as_text.error or "")  # the path, parsed as Python
+    as_path = pool.submit(EvalRequest(RELU_PROBLEM, HONEST, OPTIONS)).result(timeout=300)
+    assert as_path.status == Status.OK

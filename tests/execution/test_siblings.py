@@ -103,3 +103,45 @@ def test_an_attacker_does_not_change_its_siblings_verdicts(tmp_path):
     # Only its private folders were writable (each a fresh tmpfs of its own namespace).
     assert "'written': ['/tmp', '/job', '/dev/shm']" in text, text
     assert attacked.reward == 0.0
+
+
+SPIN = '''
+import os
+import resource
+import time
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        end = time.time() + 3.0
+        while time.time() < end:
+            pass
+        os._exit(0)
+    children.append(pid)
+started = time.time()
+for pid in children:
+    os.waitpid(pid, 0)
+wall = time.time() - started
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+return "spin cpu %.2f wall %.2f" % (used.ru_utime + used.ru_stime, wall)
+'''
+
+
+def test_a_slot_cannot_take_more_cpu_than_its_share(tmp_path):
+    import re
+
+    options = EvalOptions(device="cpu", sandbox="bwrap", num_trials=1, input_families=(), timeout=90.0,
+                          disabled_checks=frozenset({"forbidden_construct"}))
+    with LocalPool(2, launcher="forkserver", threads=1) as pool:
+        result = pool.submit(EvalRequest(RELU_PROBLEM, candidate(tmp_path, SPIN, raise_result=True),
+                                         options)).result(timeout=300)
+        (launcher,) = [lch for slot in pool._slots for lch in slot.launchers.values()]
+        cgroup = launcher.cgroup
+    if cgroup is None or "cpu" not in cgroup.limits:
+        pytest.skip("no cpu controller for the slot's cgroup here")
+    assert cgroup.limits["cpu"] == 100_000  # one core's worth per 100 ms period
+    found = re.search(r"spin cpu ([0-9.]+) wall ([0-9.]+)", result.error or "")
+    assert found, (result.status, result.error)
+    cpu, wall = float(found.group(1)), float(found.group(2))
+    # Four spinners for 3 s each: 12 s of CPU wanted, at most one core's worth granted.
+    assert cpu <= wall * 1.25 + 0.5, (cpu, wall)

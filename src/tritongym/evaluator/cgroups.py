@@ -139,12 +139,30 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def create_cgroup(name: str, max_pids: int | None, memory_bytes: int | None) -> Cgroup | None:
-    """A fresh cgroup named `name` with the given caps, or None when none can be made here."""
+#: The CPU quota's accounting period (cgroup v1 ``cpu.cfs_period_us``, v2 ``cpu.max``), µs.
+CPU_PERIOD_US = 100_000
+
+
+def _cpu_quota(directory: Path, version: int, cores: float) -> bool:
+    quota = max(1000, int(cores * CPU_PERIOD_US))
+    if version == 1:
+        return (_write(directory / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+                and _write(directory / "cpu.cfs_quota_us", str(quota)))
+    return _write(directory / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+
+
+def create_cgroup(name: str, max_pids: int | None, memory_bytes: int | None,
+                  cpu_cores: float | None = None) -> Cgroup | None:
+    """A fresh cgroup named `name` with the given caps, or None when none can be made here.
+
+    `cpu_cores` caps CPU time at that many cores' worth per period (the ``cpu`` controller, where
+    available): a candidate that spins threads on every core cannot starve the pool's other slots.
+    """
     if max_pids is None and memory_bytes is None:
         return None
     own = _own_cgroups()
-    v1 = [c for c in ("pids", "memory") if (CGROUP_ROOT / c / "cgroup.procs").exists() and c in own]
+    controllers = ("pids", "memory") + (("cpu",) if cpu_cores is not None else ())
+    v1 = [c for c in controllers if (CGROUP_ROOT / c / "cgroup.procs").exists() and c in own]
     if v1:
         directories: list[Path] = []
         memory_dir = None
@@ -164,6 +182,8 @@ def create_cgroup(name: str, max_pids: int | None, memory_bytes: int | None) -> 
                     memory_dir = directory
                     # Count swap too where the kernel tracks it, so the cap cannot be dodged.
                     _write(directory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            if controller == "cpu" and cpu_cores is not None and _cpu_quota(directory, 1, cpu_cores):
+                limits["cpu"] = int(cpu_cores * CPU_PERIOD_US)
         if directories:
             return Cgroup(directories=directories, memory_dir=memory_dir, version=1, limits=limits)
         return None
@@ -188,5 +208,7 @@ def create_cgroup(name: str, max_pids: int | None, memory_bytes: int | None) -> 
             limits["memory"] = memory_bytes
             memory_dir = directory
             _write(directory / "memory.swap.max", "0")
+        if cpu_cores is not None and "cpu" in enabled and _cpu_quota(directory, 2, cpu_cores):
+            limits["cpu"] = int(cpu_cores * CPU_PERIOD_US)
         return Cgroup(directories=[directory], memory_dir=memory_dir, version=2, limits=limits)
     return None

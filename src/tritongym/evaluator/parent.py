@@ -60,9 +60,14 @@ from tritongym.tasks.flags import audit_flags
 from tritongym.tasks.problem import Problem, normalized_source_hash
 
 
-def _read_solution(solution: str | os.PathLike[str]) -> str:
-    """A solution is a path (`Path`, or a one-line string naming an existing file) or source text."""
-    if isinstance(solution, os.PathLike) or (isinstance(solution, str) and "\n" not in solution
+def _read_solution(solution: str | os.PathLike[str], text_only: bool = False) -> str:
+    """A solution is a path (`Path`, or a one-line string naming an existing file) or source text.
+
+    With `text_only`, a string is always source text: text from an untrusted producer (a model's
+    reply) that happens to be one line ending in ``.py`` must never make the evaluator read a file
+    of this machine. Paths must then be `os.PathLike`.
+    """
+    if isinstance(solution, os.PathLike) or (not text_only and isinstance(solution, str) and "\n" not in solution
                                              and solution.endswith(".py")):
         path = Path(solution)
         try:
@@ -425,7 +430,7 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
 def _candidate_cgroup(evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
     """A pids+memory cgroup for the candidate, or a notice saying the caps are weaker."""
     cgroup = create_cgroup(f"tritongym-{secrets.token_hex(8)}", max_pids, memory_bytes)
-    if cgroup is None or set(cgroup.limits) != {"pids", "memory"}:
+    if cgroup is None or not {"pids", "memory"} <= set(cgroup.limits):
         have = ", ".join(sorted(cgroup.limits)) if cgroup else "none"
         evaluation.notices.append(Notice(
             NoticeCode.LIMITS_WEAKENED,
@@ -542,16 +547,19 @@ def run_evaluation(
     launcher: CandidateLauncher | None = None,
     references: ReferenceSource | None = None,
     phase_seconds: dict[str, float] | None = None,
+    solution_text_only: bool = False,
 ) -> EvalResult:
     """`evaluate` with the worker strategy chosen by the caller (the execution layer's pool).
 
     `launcher` starts the candidate worker (default: a fresh process), `references` provides the
     reference runner (default: a fresh worker, closed at the end); `phase_seconds` holds phases
     measured before this call (the pool's queue wait). The verdict logic is the same either way.
+    With `solution_text_only`, a string `solution` is source text even when it looks like a path
+    (the execution layer's rule: paths are `os.PathLike`).
     """
     started = time.monotonic()
     problem = _as_problem(problem)
-    source = _read_solution(solution)
+    source = _read_solution(solution, text_only=solution_text_only)
     device = resolve_device(options.device)
     references = references or FreshReferences()
     evaluation = _Evaluation(problem=problem, solution_source=source, options=options, device=device,

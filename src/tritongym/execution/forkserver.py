@@ -136,6 +136,8 @@ class ForkServerLauncher:
         self.device = device
         self.slot = slot
         self.threads = threads
+        #: asked right after each start: True kills the new worker at once (the job was cancelled)
+        self.should_cancel: Any = lambda: False
         #: a trusted server forks reference workers (problem code): no jail, children in their own
         #: process group; an untrusted one (the default) forks jailed candidate workers
         self.trusted = trusted
@@ -152,7 +154,10 @@ class ForkServerLauncher:
         self._failed: dict[str, str] = {}
         self._current: str | None = None
         self._dead: str | None = None
-        self.cgroup = None if trusted else create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62)
+        # The slot's share of the CPU is capped too: a candidate spinning threads on every core
+        # would otherwise slow its siblings towards their timeouts (an attack on peers' rewards).
+        self.cgroup = None if trusted else create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
+                                                         cpu_cores=max(1, threads or 1))
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = spawn_worker(
@@ -226,7 +231,7 @@ class ForkServerLauncher:
 
     # -- CandidateLauncher -------------------------------------------------------------------------
     def candidate_cgroup(self, evaluation: Any, max_pids: int, memory_bytes: int) -> Cgroup | None:
-        if self.cgroup is None or set(self.cgroup.limits) != {"pids", "memory"}:
+        if self.cgroup is None or not {"pids", "memory"} <= set(self.cgroup.limits):
             have = ", ".join(sorted(self.cgroup.limits)) if self.cgroup else "none"
             evaluation.notices.append(Notice(
                 NoticeCode.LIMITS_WEAKENED,
@@ -294,7 +299,10 @@ class ForkServerLauncher:
             self._pump(0.05)
         pid = self._started.pop(job)
         self._current = job
-        return ForkedWorker(self, job, log_path, self.cgroup, pid=pid if self.trusted else None)
+        worker = ForkedWorker(self, job, log_path, self.cgroup, pid=pid if self.trusted else None)
+        if self.should_cancel():  # cancelled while the job was being prepared
+            worker.kill()
+        return worker
 
     # -- job control -------------------------------------------------------------------------------
     def exit_code(self, job: str, wait: float) -> int | None:

@@ -62,9 +62,12 @@ class _TrackedSpawn(SpawnLauncher):
 
     def __init__(self) -> None:
         self.current: Any = None
+        self.should_cancel: Any = lambda: False
 
     def start(self, module: str, source_path: str, **kwargs: Any) -> Any:
         self.current = super().start(module, source_path, **kwargs)
+        if self.should_cancel():  # cancelled while the job was being prepared
+            self.current.kill()
         return self.current
 
     def kill_current(self) -> None:
@@ -170,8 +173,10 @@ class _Slot:
             job.attempts += 1
             launcher = self.launcher_for(options)
             try:
+                launcher.should_cancel = lambda: job.cancel_requested
                 result = run_evaluation(request.problem, request.solution, options, launcher=launcher,
-                                        references=self.pool.references, phase_seconds={"queue": round(queued, 4)})
+                                        references=self.pool.references, phase_seconds={"queue": round(queued, 4)},
+                                        solution_text_only=True)
             except TritongymError:
                 if job.cancel_requested or not launcher.lost():
                     raise

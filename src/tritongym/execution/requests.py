@@ -18,7 +18,8 @@ class EvalRequest:
 
     Attributes:
         problem: a `Problem` or the path of a problem file.
-        solution: the candidate's source text, or the path of a ``.py`` file.
+        solution: the candidate's source text (a `str`, always: a model's one-line reply
+            ``/etc/x.py`` is text, never a file to read), or a `pathlib.Path` to a ``.py`` file.
         options: `EvalOptions` (None: the defaults).
         id: the caller's name for this job (kept in `Completed`; the pool does not interpret it).
     """
