@@ -181,3 +181,12 @@ def test_a_string_solution_is_source_text_never_a_path_to_read(pool):
     assert "SyntaxError" in (as_text.error or "")  # the path, parsed as Python
     as_path = pool.submit(EvalRequest(RELU_PROBLEM, HONEST, OPTIONS)).result(timeout=300)
     assert as_path.status == Status.OK
+
+
+def test_slots_spread_over_the_visible_gpus():
+    from tritongym.execution.pool import slot_device
+
+    assert [slot_device("cuda", i, 4) for i in range(5)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0"]
+    assert slot_device("cuda", 3, 1) == "cuda"
+    assert slot_device("cuda:2", 0, 4) == "cuda:2"  # an explicit device is kept
+    assert slot_device("cpu", 1, 4) == "cpu"

@@ -43,7 +43,14 @@ from typing import Any
 from tritongym.errors import EvaluatorError
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.result import Notice, NoticeCode
-from tritongym.evaluator.sandbox import JAIL_JOB_DIR, ResourceLimits, WorkerProcess, spawn_worker
+from tritongym.evaluator.sandbox import (
+    JAIL_JOB_DIR,
+    PASSTHROUGH_ENV,
+    ResourceLimits,
+    WorkerProcess,
+    gpu_worker_env,
+    spawn_worker,
+)
 
 #: Seconds to wait for a fork server's ``ready`` (it imports torch and triton).
 START_TIMEOUT = 180.0
@@ -277,9 +284,12 @@ class ForkServerLauncher:
                "TMPDIR": home if self.trusted else "/tmp", "TRITON_CACHE_DIR": os.path.join(home, ".triton")}
         if kwargs.get("interpret"):
             env["TRITON_INTERPRET"] = "1"
-        for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CC"):
+        for name in PASSTHROUGH_ENV:
             if name in os.environ:
                 env[name] = os.environ[name]
+        if self.device.startswith("cuda"):
+            # ``cuda:N`` narrows the visible devices to that one, as for a fresh worker.
+            env.update(gpu_worker_env(self.device))
         frame = {"op": "start", "job": job, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
                  "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),

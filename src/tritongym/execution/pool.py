@@ -22,6 +22,7 @@ import queue
 import threading
 import time
 from concurrent.futures import CancelledError, Future
+from dataclasses import replace
 from typing import Any
 
 from tritongym.errors import EvaluatorError, TritongymError
@@ -55,6 +56,14 @@ def default_workers(device: str = "auto") -> int:
     if device != "cpu" and torch.cuda.is_available():
         return max(1, torch.cuda.device_count())
     return _cores()
+
+
+def slot_device(device: str, slot: int, gpus: int) -> str:
+    """The device a slot runs on: an unindexed ``cuda`` spreads the slots over the visible GPUs
+    (slot i on ``cuda:i mod gpus``); anything else is used as given."""
+    if device == "cuda" and gpus > 1:
+        return f"cuda:{slot % gpus}"
+    return device
 
 
 class _TrackedSpawn(SpawnLauncher):
@@ -168,6 +177,15 @@ class _Slot:
     def evaluate(self, job: _Job) -> EvalResult:
         request = job.request
         options = request.options or EvalOptions()
+        if options.device in ("cuda", "auto"):
+            import torch
+
+            from tritongym.evaluator.parent import resolve_device
+
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            device = slot_device(resolve_device(options.device), self.index, gpus)
+            if device != options.device:
+                options = replace(options, device=device)
         queued = time.monotonic() - job.enqueued
         while True:
             job.attempts += 1
