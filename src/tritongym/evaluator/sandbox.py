@@ -358,15 +358,20 @@ class WorkerProcess:
             self.cgroup.destroy()
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            with self.log_path.open("rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - limit))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return ("…" if size > limit else "") + text
+        return log_tail(self.log_path, limit)
+
+
+def log_tail(path: Path, limit: int = 4000) -> str:
+    """The last `limit` bytes of a worker's log as text ("" when it cannot be read)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return ("…" if size > limit else "") + text
 
 
 def sweep_processes(token: str) -> int:

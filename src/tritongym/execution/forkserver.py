@@ -49,6 +49,7 @@ from tritongym.evaluator.sandbox import (
     ResourceLimits,
     WorkerProcess,
     gpu_worker_env,
+    log_tail,
     spawn_worker,
 )
 
@@ -125,15 +126,7 @@ class ForkedWorker:
         self.server.forget(self.job)
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            with self.log_path.open("rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - limit))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return ("…" if size > limit else "") + text
+        return log_tail(self.log_path, limit)
 
 
 class ForkServerLauncher:

@@ -93,6 +93,18 @@ def drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
+def _environment_and_log(job: dict, log_fd: int) -> None:
+    """The job's environment only; stdin from /dev/null, stdout and stderr to the job's log."""
+    os.environ.clear()
+    os.environ.update(job["env"])
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(null)
+    os.close(log_fd)
+
+
 def _report(fd: int, text: str) -> None:
     try:
         os.write(fd, text.encode())
@@ -132,14 +144,7 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
         _, hard = resource.getrlimit(limit)
         new = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (new, new))
-    os.environ.clear()
-    os.environ.update(job["env"])
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    for fd in (null, log_fd):
-        os.close(fd)
+    _environment_and_log(job, log_fd)
     os.chdir("/job")
     # As under bwrap, the worker is PID 2 and this process the namespace's init: signals the
     # candidate sends itself behave as for any process, and orphans are reaped here.
@@ -203,14 +208,7 @@ def _trusted_child(job: dict, control: socket.socket, channel_fd: int, log_fd: i
         control.close()
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setpgid(0, 0)
-        os.environ.clear()
-        os.environ.update(job["env"])
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(null)
-        os.close(log_fd)
+        _environment_and_log(job, log_fd)
         os.chdir(job["dir"])
         threads = job.get("threads")
         if isinstance(threads, int) and threads > 0:
