@@ -16,6 +16,7 @@ Conventions:
 
 * Δ[b,t] = log_probs − rollout_log_probs (log π_train/μ), clamped to ±20 before any exp
   (verl ``SAFETY_BOUND``), and 0 on masked tokens, so padding never changes a weight or a mask.
+  Sequence-level IS weights clamp only the sum Σ_t Δ (as verl does), never the tokens first.
 * Every weight and mask is computed under ``no_grad`` (stop-gradient): w multiplies the loss as
   sg(w), otherwise autograd would add a log π·∇w term in bypass mode.
 * Weights are ``[B, L]`` in the log-probs' dtype (float32 for half inputs), 0 on masked tokens.
@@ -91,6 +92,13 @@ def rollout_log_ratio(log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
     return torch.where(bool_mask, delta, 0.0)
 
 
+def _sequence_log_ratio_sum(log_probs: Tensor, rollout_log_probs: Tensor, bool_mask: Tensor) -> Tensor:
+    """clamp(Σ_t Δ_raw, ±20) per row, Δ_raw unclamped: only the sum is clamped (verl; ρ(y) = exp Σ Δ)."""
+    dtype = compute_dtype(log_probs)
+    raw = torch.where(bool_mask, log_probs.to(dtype) - rollout_log_probs.to(dtype), 0.0)
+    return raw.sum(-1).clamp(-SAFETY_BOUND, SAFETY_BOUND)
+
+
 def _pool(values: Tensor, trajectory_ids: object | None) -> tuple[Tensor, Tensor | None]:
     """Sum per-row values over trajectories; returns (pooled per row, inverse or None)."""
     if trajectory_ids is None:
@@ -144,7 +152,9 @@ def sequence_tis_weights(
     """Sequence-level truncated IS weight, broadcast over the row (verl ``sequence`` TIS; §1.3).
 
     Math:
-        w[b,·] = min(exp(clamp(Σ_t Δ[b,t], −20, 20)), cap) on valid tokens; stop-gradient
+        w[b,·] = min(exp(clamp(Σ_t Δ_raw[b,t], −20, 20)), cap) on valid tokens; stop-gradient
+        (Δ_raw unclamped: ρ(y) is exp of the whole sum, so clamping each token first would change it;
+        e.g. Δ = [25, −24.5] gives exp(0.5), not exp(20 − 20) = 1)
 
     Returns:
         ``[B, L]``, no grad. Defaults: cap = 2.0 (verl preset ``decoupled_seq_is``).
@@ -152,8 +162,7 @@ def sequence_tis_weights(
     if cap <= 0:
         raise ValueError(f"cap: expected a value > 0, got {cap}")
     bool_mask, _ = _inputs(log_probs, rollout_log_probs, mask)
-    delta = rollout_log_ratio(log_probs, rollout_log_probs, bool_mask)
-    seq = delta.sum(-1).clamp(-SAFETY_BOUND, SAFETY_BOUND).exp().clamp_max(cap)  # min(ρ(y), C)
+    seq = _sequence_log_ratio_sum(log_probs, rollout_log_probs, bool_mask).exp().clamp_max(cap)  # min(ρ(y), C)
     return torch.where(bool_mask, seq[:, None], 0.0)
 
 
@@ -193,7 +202,7 @@ def sequence_mis_weights(
     """Sequence-level masked IS: reject (weight 0) instead of truncating above ``upper`` (§1.3 Seq-MIS).
 
     Math:
-        ρ(y) = exp(clamp(Σ_t Δ, ±20));  w[b,·] = ρ(y)·1[ρ(y) ≤ upper]; stop-gradient
+        ρ(y) = exp(clamp(Σ_t Δ_raw, ±20)) (only the sum clamped);  w[b,·] = ρ(y)·1[ρ(y) ≤ upper]; stop-gradient
 
     Returns:
         ``[B, L]``, no grad. Defaults: upper = 2.0 (verl ``decoupled_seq_is_rs``).
@@ -201,8 +210,7 @@ def sequence_mis_weights(
     if upper <= 0:
         raise ValueError(f"upper: expected a value > 0, got {upper}")
     bool_mask, _ = _inputs(log_probs, rollout_log_probs, mask)
-    delta = rollout_log_ratio(log_probs, rollout_log_probs, bool_mask)
-    log_seq = delta.sum(-1).clamp(-SAFETY_BOUND, SAFETY_BOUND)
+    log_seq = _sequence_log_ratio_sum(log_probs, rollout_log_probs, bool_mask)
     seq = torch.where(log_seq <= math.log(upper), log_seq.exp(), 0.0)
     return torch.where(bool_mask, seq[:, None], 0.0)
 

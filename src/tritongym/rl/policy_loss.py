@@ -179,9 +179,17 @@ def kl_estimate(log_probs: Tensor, ref_log_probs: Tensor, kind: str | KLEstimato
     """Per-token KL(π ‖ π_ref) estimators for samples y ~ π (Schulman 2020 "Approximating KL").
 
     Math (log r = ref_log_probs − log_probs, samples drawn from π = exp(log_probs)):
-        k1 = −log r = log_probs − ref_log_probs        unbiased, can be negative
-        k2 = ½ (log r)²                                biased (not the KL; spec check 5)
+        k1 = kl = −log r = log_probs − ref_log_probs   unbiased, can be negative
+        k2 = mse = ½ (log r)²                          biased (not the KL; spec check 5)
         k3 = r − 1 − log r  (log r clamped to ±20)     unbiased and ≥ 0
+        abs = |log r|                                  (verl)
+        low_var_kl = clamp(k3, −10, 10)                (verl's k3, which also clamps the estimate)
+        <name>+ = sg(<name>) + ½(log r)² − sg(½(log r)²): the value of <name>, the gradient of k2
+                  (verl's straight-through ``k1+``/``k3+``: k1 and k3 estimate the KL's value without
+                  bias but not its gradient; k2's gradient is the right one)
+
+    verl names k3 and low_var_kl the same clamped function; here ``k3`` stays unclamped (they agree
+    whenever k3 ≤ 10, i.e. |log r| below ≈ 2.4 on the negative side, ≈ 12 on the positive).
 
     Sign gotcha (spec §12 gotcha 2): k1 here is log π − log π_ref; verl's rollout-correction
     ``*_k1`` statistic is the negative of our Δ. Gradients flow through both inputs.
@@ -189,26 +197,37 @@ def kl_estimate(log_probs: Tensor, ref_log_probs: Tensor, kind: str | KLEstimato
     Args:
         log_probs: ``[...] float`` log-probs of the *sampling* distribution.
         ref_log_probs: ``[...] float`` log-probs of the reference distribution, same shape.
-        kind: ``"k1"``, ``"k2"`` or ``"k3"``.
+        kind: a ``KLEstimator`` name (ours or verl's), optionally with verl's ``+`` suffix.
 
     Returns:
         ``[...]`` elementwise estimates, float32 (float64 for float64 input).
     """
     check_floating(log_probs, "log_probs")
     check_shape(ref_log_probs, log_probs.shape, "ref_log_probs")
+    name = str(kind)
+    straight_through = name.endswith("+")
     try:
-        estimator = KLEstimator(str(kind))
+        estimator = KLEstimator(name[:-1] if straight_through else name)
     except ValueError:
         choices = ", ".join(e.value for e in KLEstimator)
-        raise ValueError(f"kind: expected one of {choices}, got {kind!r}") from None
+        raise ValueError(f"kind: expected one of {choices} (or a base name with '+'), got {kind!r}") from None
     dtype = compute_dtype(log_probs)
     log_r = ref_log_probs.to(dtype) - log_probs.to(dtype)  # log r = log(π_ref/π)
-    if estimator is KLEstimator.K1:
-        return -log_r
-    if estimator is KLEstimator.K2:
-        return 0.5 * log_r * log_r
-    log_r = log_r.clamp(-SAFETY_BOUND, SAFETY_BOUND)
-    return log_r.exp() - 1.0 - log_r
+    if estimator in (KLEstimator.K1, KLEstimator.KL):
+        value = -log_r
+    elif estimator in (KLEstimator.K2, KLEstimator.MSE):
+        value = 0.5 * log_r * log_r
+    elif estimator is KLEstimator.ABS:
+        value = log_r.abs()
+    else:  # k3, low_var_kl
+        clamped = log_r.clamp(-SAFETY_BOUND, SAFETY_BOUND)
+        value = clamped.exp() - 1.0 - clamped
+        if estimator is KLEstimator.LOW_VAR_KL:
+            value = value.clamp(-10.0, 10.0)
+    if not straight_through:
+        return value
+    surrogate = 0.5 * log_r * log_r  # k2: its gradient is ∇KL's unbiased estimate
+    return surrogate - surrogate.detach() + value.detach()
 
 
 # ---- aggregation ---------------------------------------------------------------------------------
@@ -224,6 +243,11 @@ def _seq_count(mask: Tensor, num_sequences: int | float | Tensor | None) -> Tens
 def _token_mean(loss: Tensor, mask: Tensor, *, num_sequences, num_tokens, max_length) -> Tensor:
     denom = num_tokens if num_tokens is not None else mask.sum().clamp_min(1)
     return loss.sum() / denom  # Σ m ℓ / Σ m
+
+
+@AGGREGATION_MODES.register(AggregationMode.TOKEN_SUM)
+def _token_sum(loss: Tensor, mask: Tensor, *, num_sequences, num_tokens, max_length) -> Tensor:
+    return loss.sum()  # Σ m ℓ; the normalisers do not apply
 
 
 @AGGREGATION_MODES.register(AggregationMode.SEQ_MEAN_TOKEN_SUM)
@@ -257,6 +281,7 @@ def aggregate_loss(
 
     Math (ℓ masked to 0 on invalid tokens):
         token-mean:              Σ_{b,t} m ℓ / num_tokens            (default Σ m)
+        token-sum:               Σ_{b,t} m ℓ                         (normalisers ignored)
         seq-mean-token-sum:      Σ_b Σ_t m ℓ / num_sequences          (default #rows with a valid token)
         seq-mean-token-mean:     Σ_b (Σ_t m ℓ / Σ_t m) / num_sequences
         seq-mean-token-sum-norm: Σ_b Σ_t m ℓ / (num_sequences · max_length)   (default L)

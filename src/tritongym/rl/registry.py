@@ -67,6 +67,7 @@ class AggregationMode(StrEnum):
     """Built-in loss aggregation modes (``AGGREGATION_MODES``); the strings are verl's."""
 
     TOKEN_MEAN = "token-mean"  # Σ m ℓ / Σ m
+    TOKEN_SUM = "token-sum"  # Σ m ℓ (no normaliser; verl ≥ 0.9)
     SEQ_MEAN_TOKEN_SUM = "seq-mean-token-sum"  # (1/B) Σ_b Σ_t m ℓ
     SEQ_MEAN_TOKEN_MEAN = "seq-mean-token-mean"  # (1/B) Σ_b (Σ_t m ℓ / Σ_t m)
     SEQ_MEAN_TOKEN_SUM_NORM = "seq-mean-token-sum-norm"  # Σ m ℓ / (B · L_const), Dr.GRPO
@@ -80,11 +81,20 @@ class PolicyLoss(StrEnum):
 
 
 class KLEstimator(StrEnum):
-    """Schulman's per-sample KL estimators (k1, k2, k3)."""
+    """Schulman's per-sample KL estimators (k1, k2, k3), under our and verl's names."""
 
     K1 = "k1"  # log π − log π_ref; unbiased, high variance, can be negative
     K2 = "k2"  # ½(log π − log π_ref)²; biased, low variance
     K3 = "k3"  # r − 1 − log r, r = π_ref/π; unbiased and ≥ 0
+    # verl's names (``kl_penalty_forward``): aliases of the above, plus |k1| and verl's clamped k3.
+    KL = "kl"  # = k1
+    ABS = "abs"  # |log π − log π_ref|
+    MSE = "mse"  # = k2
+    LOW_VAR_KL = "low_var_kl"  # k3 clamped to [−10, 10] as verl does
+    # Straight-through: the base estimate's value, k2's gradient (verl ``kl_penalty`` with a "+" suffix).
+    K1_PLUS = "k1+"
+    K3_PLUS = "k3+"
+    LOW_VAR_KL_PLUS = "low_var_kl+"
 
 
 @dataclass(frozen=True)
