@@ -1,0 +1,88 @@
+"""verl plug-in: registers tritongym's estimators in verl's own registry, without forking verl.
+
+verl ≥ 0.9 loads every ``verl.plugins`` entry point on ``import verl`` (in the driver and in every
+Ray worker), so installing ``tritongym[verl]`` is enough; select the estimator with
+``algorithm.adv_estimator=trloo``.
+
+Registered:
+
+* ``trloo`` — Dr.Kernel's turn-level leave-one-out advantage (``tritongym.rl.trloo_advantages``)
+  on verl's multi-turn layout: one row per trajectory, the model's turns are the maximal runs of
+  ``response_mask == 1`` (environment feedback between them is masked 0, as verl's agent loops
+  emit it), and each turn's reward is the sum of ``token_level_rewards`` from its first token up to
+  the next turn (the agent loop places it on the turn's last token). Trajectories of one prompt
+  share verl's ``uid``. The discount over turns is ``algorithm.gamma`` (verl's default 1.0, the
+  Dr.Kernel setting). Each turn's advantage and reward-to-go are broadcast to its model tokens;
+  feedback tokens get 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from verl.trainer.ppo.core_algos import register_adv_est
+
+from tritongym.rl import trloo_advantages, turn_returns
+
+__all__ = ["split_turns", "trloo_advantage_return"]
+
+
+def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-turn rewards from verl's token layout.
+
+    Returns:
+        ``(rewards [n, T], turn_mask [n, T] bool, turn_of_token [n, L] long)``; ``turn_of_token`` is
+        the index of the turn a position belongs to (feedback tokens belong to the turn before
+        them), −1 before the first model token.
+    """
+    if token_level_rewards.shape != response_mask.shape or token_level_rewards.ndim != 2:
+        raise ValueError(
+            f"token_level_rewards, response_mask: expected equal [n, L] shapes, got "
+            f"{tuple(token_level_rewards.shape)}, {tuple(response_mask.shape)}"
+        )
+    mask = response_mask.bool()
+    previous = torch.zeros_like(mask)
+    previous[:, 1:] = mask[:, :-1]
+    starts = mask & ~previous  # first token of each run of model tokens
+    turn_of_token = starts.long().cumsum(-1) - 1
+    num_turns = starts.sum(-1)
+    width = max(int(num_turns.max().item()) if mask.numel() else 0, 1)
+    rewards = torch.zeros(mask.shape[0], width, dtype=torch.float64, device=mask.device)
+    counted = turn_of_token >= 0
+    rewards.scatter_add_(
+        1, turn_of_token.clamp_min(0), torch.where(counted, token_level_rewards.to(torch.float64), 0.0)
+    )
+    turn_mask = torch.arange(width, device=mask.device)[None, :] < num_turns[:, None]
+    return rewards, turn_mask, turn_of_token
+
+
+def _group_ids(index: Any, n: int) -> Tensor:
+    if index is None:
+        return torch.arange(n)  # no uid: every trajectory is its own group (baseline 0)
+    _, inverse = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)
+    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long)
+
+
+@register_adv_est("trloo")
+def trloo_advantage_return(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    index: Any = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor]:
+    """verl estimator ``trloo``: ``tritongym.rl.trloo_advantages`` per turn, broadcast to tokens."""
+    gamma = float(getattr(config, "gamma", 1.0) if config is not None else 1.0)
+    rewards, turn_mask, turn_of_token = split_turns(token_level_rewards, response_mask)
+    groups = _group_ids(index, rewards.shape[0])
+    advantages = trloo_advantages(rewards, turn_mask, groups, gamma=gamma)
+    returns = turn_returns(rewards, turn_mask, gamma)
+    mask = response_mask.bool()
+    gather_at = turn_of_token.clamp_min(0)
+    token_adv = torch.where(mask, advantages.gather(1, gather_at), 0.0)
+    token_ret = torch.where(mask, returns.to(torch.float64).gather(1, gather_at), 0.0)
+    dtype = token_level_rewards.dtype
+    return token_adv.to(dtype), token_ret.to(dtype)
