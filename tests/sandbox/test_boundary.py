@@ -126,3 +126,19 @@ def test_the_filter_program_is_well_formed():
 def test_an_honest_candidate_is_ok_under_the_whole_boundary(tmp_path):
     result = run(candidate(tmp_path, "return None"))
     assert result.status == Status.OK and result.sandbox == "bwrap", (result.status, result.error)
+
+
+def test_the_jail_shows_package_folders_not_the_callers_script_folder(monkeypatch, tmp_path):
+    import sys
+
+    from tritongym.evaluator.sandbox import python_paths
+
+    script_folder = tmp_path / "trainer"
+    script_folder.mkdir()
+    (script_folder / "secrets.env").write_text("API_KEY=...")
+    monkeypatch.setattr(sys, "path", [str(script_folder), *sys.path])
+    shown = python_paths()
+    assert not any(str(script_folder).startswith(folder) for folder in shown), shown
+    import torch
+
+    assert any(torch.__file__.startswith(folder) for folder in shown)

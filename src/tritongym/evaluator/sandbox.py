@@ -157,10 +157,17 @@ def resolve_mode(mode: str) -> str:
     return "none"
 
 
-def _python_paths() -> list[str]:
-    """Folders the worker's Python needs to read: the installation, the venv, the import path."""
+def python_paths() -> list[str]:
+    """Folders the worker's Python needs to read: the installation, the venv, installed packages.
+
+    Only package folders (``site-packages``/``dist-packages`` on the import path) and
+    tritongym's own root, never every ``sys.path`` entry: the caller's script folder or working
+    directory (``python /tmp/train.py`` puts ``/tmp`` there) would otherwise be shown, read-only,
+    to every candidate.
+    """
     candidates = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    candidates += [p for p in sys.path if p]
+    candidates += [p for p in sys.path if p and os.path.basename(p.rstrip(os.sep)) in ("site-packages",
+                                                                                       "dist-packages")]
     import tritongym
 
     candidates.append(str(Path(tritongym.__file__).resolve().parents[1]))
@@ -261,7 +268,7 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     # land on top of the private tmpfs, not under it.
     size = [] if job_dir_bytes is None else ["--size", str(int(job_dir_bytes))]
     args += ["--dev", "/dev", *size, "--tmpfs", "/tmp"]
-    for folder in _python_paths():
+    for folder in python_paths():
         args += ["--ro-bind", folder, folder]
     if cuda:
         gpu_env = gpu_env or {}

@@ -48,8 +48,10 @@ from tritongym.evaluator.sandbox import (
     PASSTHROUGH_ENV,
     ResourceLimits,
     WorkerProcess,
+    bwrap_command,
     gpu_worker_env,
     log_tail,
+    python_paths,
     spawn_worker,
 )
 
@@ -59,6 +61,8 @@ START_TIMEOUT = 180.0
 SERVER_MEMORY_HEADROOM = 2 << 30
 #: Processes of the server's tree besides the candidate's (bwrap init, server, middle, init).
 SERVER_PROCESSES = 8
+#: Where the jail shows a second, read-only view of Python folders that lie under /tmp.
+REBIND_ROOT = "/.tritongym-python"
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,9 +78,14 @@ def forkserver_problem() -> str | None:
              "assert libc.unshare(0x00020000 | 0x20000000 | 0x08000000 | 0x40000000 | 0x04000000) == 0, "
              "os.strerror(ctypes.get_errno())\n"
              "assert libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=1m') == 0, os.strerror(ctypes.get_errno())\n")
-    command = [bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--die-with-parent",
-               "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--ro-bind", "/", "/", "--dev", "/dev",
-               "--tmpfs", "/tmp", sys.executable, "-I", "-S", "-c", probe]
+    # The probe runs in the jail the server gets (same binds: a virtual environment under /tmp is
+    # bound over the jail's private /tmp, exactly as for the real server).
+    empty = tempfile.mkdtemp(prefix="tritongym-probe-")
+    try:
+        command = [*bwrap_command(empty, False, job_dir_bytes=1 << 20, cap_add=("CAP_SYS_ADMIN", "CAP_SETPCAP")),
+                   sys.executable, "-I", "-S", "-c", probe]
+    finally:
+        os.rmdir(empty)
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -156,6 +165,11 @@ class ForkServerLauncher:
         self._dead: str | None = None
         # The slot's share of the CPU is capped too: a candidate spinning threads on every core
         # would otherwise slow its siblings towards their timeouts (an attack on peers' rewards).
+        # Python folders that lie under /tmp (a virtual environment there, as in CI) are bound a
+        # second time outside /tmp, so that each child can bind them back over its private /tmp.
+        self._rebinds = [] if trusted else [
+            (f"{REBIND_ROOT}/{index}", folder)
+            for index, folder in enumerate(f for f in python_paths() if f == "/tmp" or f.startswith("/tmp/"))]
         self.cgroup = None if trusted else create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
                                                          cpu_cores=max(1, threads or 1))
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -167,7 +181,8 @@ class ForkServerLauncher:
                 limits=ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
                 interpret=device == "cpu", cgroup=self.cgroup,
                 cap_add=() if trusted else ("CAP_SYS_ADMIN", "CAP_SETPCAP"),
-                ro_binds=() if trusted else ((str(self._jobs), "/jobs"),), jail_seccomp=False,
+                ro_binds=() if trusted else ((str(self._jobs), "/jobs"), *[(f, alt) for alt, f in self._rebinds]),
+                jail_seccomp=False,
                 extra_args=("--trusted",) if trusted else (), threads=threads)
         except BaseException:
             parent_end.close()
@@ -286,7 +301,8 @@ class ForkServerLauncher:
         frame = {"op": "start", "job": job, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
                  "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
-                 "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads}
+                 "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads,
+                 "rebind": self._rebinds}
         log_path = Path(kwargs["log_path"])
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

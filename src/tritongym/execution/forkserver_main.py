@@ -124,6 +124,13 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     size = int(job["job_bytes"])
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    for alternate, folder in job.get("rebind", []):
+        # Python folders under /tmp (a virtual environment there) come back, read-only, over the
+        # private /tmp; the jail bound them a second time at `alternate` for this.
+        os.makedirs(folder, exist_ok=True)
+        _mount(alternate, folder, None, MS_BIND | MS_REC)
+        # nosuid and nodev are locked on the jail's binds: a remount must keep them.
+        _mount(None, folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount("tmpfs", "/job", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755")
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
@@ -135,7 +142,7 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
             dst.write(src.read())
         inside = os.path.join("/job", name)
         _mount(inside, inside, None, MS_BIND)
-        _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     # The server's folder of job files is covered by an empty read-only tmpfs in this namespace
     # (the jail's own mounts are locked: they can be covered, not removed).
     _mount("tmpfs", "/jobs", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
