@@ -56,7 +56,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                            DEFAULTS_TEST]),
     "optrace": (f"{EVALUATOR}/optrace.py", ["tests/unit/evaluate/test_optrace.py",
                                              "tests/unit/evaluate/test_optrace_work.py",
-                                             DEFAULTS_TEST]),  # not test_hostread.py: it relies on Attribution
+                                             "tests/unit/evaluate/test_hostread.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
     "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
@@ -65,13 +65,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 }
 
 # Tests that cannot pass under mutmut whatever the mutant, so they say nothing about the mutants:
-# * one reads tritongym/rl's source for its imports (mutated source imports mutmut);
-# * two check `optrace.Attribution`, which finds the op's caller a fixed number of frames up; mutmut's
-#   trampolines add frames (in optrace.py, which Attribution rightly reads as the harness).
+# one reads tritongym/rl's source for its imports (mutated source imports mutmut).
 DESELECTED = [
     "tests/unit/rl/test_registry.py::test_no_trainer_or_heavy_imports_in_library",
-    "tests/unit/evaluate/test_optrace_work.py::test_ops_asked_for_by_others_are_seen_but_not_counted",
-    "tests/unit/evaluate/test_optrace_work.py::test_attribution_names_the_first_deciding_frame",
 ]
 
 # Functions mutmut must leave alone (not even wrapped in its trampoline), by module. A trampoline only

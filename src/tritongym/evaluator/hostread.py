@@ -65,7 +65,7 @@ class HostReadTrace(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name in self._readers and args and isinstance(args[0], torch.Tensor):
             tensor = args[0]
-            if self.flow.is_input_derived(tensor) and self.attribution.who(2) == "candidate":
+            if self.flow.is_input_derived(tensor) and self.attribution.who() == "candidate":
                 count = tensor.numel()
                 self.elements += count
                 if len(self.examples) < 4:
@@ -78,7 +78,7 @@ class HostReadTrace(TorchFunctionMode):
         if self.op_trace.seen == seen and isinstance(out, torch.Tensor) and out.numel() > 0 \
                 and len(self.blinded) < 4:
             sources = {storage_key(t) for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)}
-            if storage_key(out) not in sources and self.attribution.who(2) == "candidate":
+            if storage_key(out) not in sources and self.attribution.who() == "candidate":
                 self.blinded.append(f"{name or func!r} returned a new tensor while the op trace saw no operation "
                                     "(the dispatch trace was switched off around it)")
         return out

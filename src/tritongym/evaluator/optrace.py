@@ -157,6 +157,7 @@ class Attribution:
         self.candidate = os.path.realpath(candidate_file)
         here = os.path.realpath(os.path.dirname(__file__)) + os.sep
         self.harness = frozenset(here + name for name in self.HARNESS_MODULES)
+        self.tracer = os.path.realpath(__file__)
         triton_dir = _package_dir("triton") or "/nonexistent-triton/"
         self.machinery = tuple(triton_dir + sub + os.sep for sub in ("runtime", "language", "backends", "compiler"))
         self.machinery += tuple(triton_dir + name for name in ("__init__.py",))
@@ -164,9 +165,17 @@ class Attribution:
         self._realpath = os.path.realpath
         self._cache: dict[str, str] = {}
 
-    def who(self, depth: int = 1) -> str:
-        frame = self._getframe(depth)
+    def who(self) -> str:
+        """Who asked for the op being traced now, seen from the caller of `who`.
+
+        The walk first skips this module's own frames, however many there are (the dispatch
+        handler, and any wrapper a tool such as a mutation tester puts around it): counting a
+        fixed number of frames would misread such a wrapper as the harness. Past the first frame
+        outside this module, a frame of this module is the harness again.
+        """
+        frame = self._getframe(1)
         cache = self._cache
+        leading = True
         while frame is not None:
             name = frame.f_code.co_filename
             verdict = cache.get(name)
@@ -174,6 +183,8 @@ class Attribution:
                 real = self._realpath(name) if not name.startswith("<") else name
                 if real == self.candidate:
                     verdict = "candidate"
+                elif real == self.tracer:
+                    verdict = "tracer"
                 elif real in self.harness:
                     verdict = "harness"
                 elif real.startswith(self.machinery):
@@ -181,8 +192,13 @@ class Attribution:
                 else:
                     verdict = "through"
                 cache[name] = verdict
-            if verdict != "through":
-                return verdict
+            if verdict == "tracer":
+                if not leading:
+                    return "harness"
+            else:
+                leading = False
+                if verdict != "through":
+                    return verdict
             frame = frame.f_back
         return "other"
 
@@ -283,7 +299,7 @@ class OpTrace(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self.flow is not None:
             self.flow.after_op(args, kwargs, out, name)
-        if self.attribution is not None and self.attribution.who(2) != "candidate":
+        if self.attribution is not None and self.attribution.who() != "candidate":
             return out
         self.counts[name] += 1
         if name in _TRANSFER_OPS and self.flow is not None:

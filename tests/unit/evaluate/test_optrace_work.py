@@ -80,6 +80,31 @@ def test_attribution_names_the_first_deciding_frame():
     assert Attribution("/nowhere/solution.py").who() == "other"  # only pytest and the stdlib above
 
 
+def _frames_in(filename: str, body: str) -> dict:
+    """Functions whose frames carry `filename`, as a wrapper in that file would have."""
+    namespace: dict = {}
+    exec(compile(body, filename, "exec"), namespace)  # noqa: S102 - test scaffolding, our own text
+    return namespace
+
+
+def test_attribution_skips_any_number_of_the_tracers_own_frames():
+    # A tool (mutmut's trampolines) or a refactor adding wrapper frames inside optrace.py must not
+    # turn the candidate's ops into the harness's: the walk starts past all of them.
+    wrappers = _frames_in(optrace.__file__, "def one(who):\n    return who()\n"
+                                            "def two(who):\n    return one(who)\n")
+    mine = Attribution(__file__)
+    assert wrappers["one"](mine.who) == "candidate"
+    assert wrappers["two"](mine.who) == "candidate"
+    # ... but a frame of optrace.py further out, past a frame of another file, is the harness.
+    outer = _frames_in(optrace.__file__, "def asks(middle, who):\n    return middle(who)\n")
+    library = _frames_in("/nowhere/library.py", "def middle(who):\n    return ONE(who)\n")
+    library["ONE"] = wrappers["one"]
+    assert outer["asks"](library["middle"], Attribution(__file__).who) == "harness"
+    # ... and a launch hook (launches.py) or the kernel checks (kernels.py) are the harness too.
+    hook = _frames_in(optrace.__file__.replace("optrace.py", "launches.py"), "def hook(who):\n    return who()\n")
+    assert hook["hook"](Attribution(__file__).who) == "harness"
+
+
 # -- data flow -----------------------------------------------------------------------------------------
 
 
