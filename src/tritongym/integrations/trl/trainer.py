@@ -1,0 +1,188 @@
+"""TRL's ``GRPOTrainer`` with Dr.Kernel's turn-level advantages, and two callbacks.
+
+`TRLOOGRPOTrainer` is the smallest hook TRL 1.16 allows (it has no advantage registry): it lets
+``GRPOTrainer._generate_and_score_completions`` run unchanged (generation through the
+`KernelRollout`, rewards, TRL's own logging), then replaces the batch's sequence-level
+advantages with per-token ones:
+
+    A[i,k] = trloo_advantages(turn_rewards, turn_mask, group, γ)   per turn k (tritongym.rl, docs/rl.md)
+    advantage of token t of row i = A[i,k] for t in turn k's span, 0 on feedback tokens
+
+where a group is a run of ``num_generations`` rows (TRL's layout) and the baseline of a turn is the
+mean reward-to-go of the other trajectories of the prompt that reached it. TRL's loss accepts
+``[B, T]`` advantages as they are. PRS (Dr.Kernel's profiling-based rejection sampling) is applied
+as a mask: each turn is kept with its keep probability (``turn_keep_prob`` from the rollout, 1
+when coverage is unmeasured, i.e. on a CPU) and a dropped turn's tokens leave the loss mask, while
+the turn still counts in its peers' baselines (docs/rl.md, the TRLOO note).
+
+`ResponseLengthLRCallback` feeds each optimizer step's mean response length (TRL's
+``completions/mean_length``) to a `tritongym.rl.ResponseLengthLRDecay` scheduler given to the
+trainer; `RunLogCallback` appends every log line to ``metrics.jsonl`` in the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+from tritongym.rl import ResponseLengthLRDecay, prs_sample, trloo_advantages
+
+__all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "turn_token_advantages"]
+
+
+def turn_token_advantages(turn_advantages: torch.Tensor, spans: list[list[list[int]]], width: int) -> torch.Tensor:
+    """Broadcast ``[n, T]`` per-turn advantages to ``[n, width]`` tokens: each turn's value on its
+    ``[start, end)`` span of the completion, 0 elsewhere (feedback and padding)."""
+    out = torch.zeros(turn_advantages.shape[0], width, dtype=torch.float32)
+    for i, row in enumerate(spans):
+        for k, (start, end) in enumerate(row):
+            out[i, start:min(end, width)] = float(turn_advantages[i, k])
+    return out
+
+
+class TRLOOGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` with TRLOO turn-level advantages and PRS as a loss mask (module docstring).
+
+    Args:
+        *args, **kwargs: those of ``GRPOTrainer``; ``rollout_func`` must be a
+            `tritongym.integrations.trl.KernelRollout` (or anything forwarding ``turn_rewards``
+            and ``turn_spans``).
+        turn_gamma: γ, the discount over turns (Dr.Kernel: 1.0).
+        prs: apply PRS (default True; a no-op where coverage is unmeasured).
+        prs_seed: seed of the PRS draws (None: torch's global generator).
+    """
+
+    def __init__(self, *args: Any, turn_gamma: float = 1.0, prs: bool = True, prs_seed: int | None = None,
+                 **kwargs: Any) -> None:
+        if not 0.0 <= turn_gamma <= 1.0:
+            raise ValueError(f"turn_gamma must be in [0, 1], got {turn_gamma}")
+        super().__init__(*args, **kwargs)
+        self.turn_gamma = float(turn_gamma)
+        self.prs = prs
+        self._prs_generator = None
+        if prs_seed is not None:
+            self._prs_generator = torch.Generator().manual_seed(prs_seed)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)  # fills inputs with the rollout's fields
+        return self._apply_turn_advantages(inputs, output)
+
+    def _apply_turn_advantages(self, inputs: list[dict[str, Any]], output: dict[str, Any]) -> dict[str, Any]:
+        """Replace ``output["advantages"]`` with per-token TRLOO advantages; PRS into the loss mask."""
+        missing = [key for key in ("turn_rewards", "turn_spans") if key not in inputs[0]]
+        if missing:
+            raise ValueError(f"TRLOOGRPOTrainer needs {missing} per row from the rollout; pass "
+                             "rollout_func=KernelRollout(...) (tritongym.integrations.trl)")
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        local = [(row["turn_rewards"], row.get("turn_keep_prob") or [1.0] * len(row["turn_rewards"]))
+                 for row in inputs]
+        rows = gather_object(local)  # the whole batch: groups may span processes
+        n, turns = len(rows), max(len(r) for r, _ in rows)
+        if n % group_size:
+            raise ValueError(f"{n} rows do not split into groups of num_generations={group_size}")
+        rewards = torch.zeros(n, turns, dtype=torch.float64)
+        turn_mask = torch.zeros(n, turns, dtype=torch.bool)
+        keep_prob = torch.ones(n, turns, dtype=torch.float64)
+        for i, (row_rewards, row_keep) in enumerate(rows):
+            rewards[i, : len(row_rewards)] = torch.tensor(row_rewards, dtype=torch.float64)
+            turn_mask[i, : len(row_rewards)] = True
+            keep_prob[i, : len(row_keep)] = torch.tensor(row_keep, dtype=torch.float64)
+        groups = torch.arange(n) // group_size  # TRL: consecutive runs of num_generations rows
+        advantages = trloo_advantages(rewards, turn_mask, groups, gamma=self.turn_gamma)  # A [n, T]
+        start = self.accelerator.process_index * len(inputs)
+        local_adv = advantages[start: start + len(inputs)]
+        spans = [row["turn_spans"] for row in inputs]
+        width = output["completion_ids"].shape[1]
+        device = output["completion_ids"].device
+        output["advantages"] = turn_token_advantages(local_adv, spans, width).to(device)
+
+        rejected = 0
+        if self.prs:
+            local_prob = keep_prob[start: start + len(inputs)]
+            local_mask = turn_mask[start: start + len(inputs)]
+            keep = prs_sample(local_prob.flatten(), generator=self._prs_generator).view_as(local_prob) | ~local_mask
+            drop = (~keep).to(torch.float64)
+            rejected = int(drop.sum())
+            if rejected:
+                token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
+                base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+                output["tool_mask"] = base * (~token_drop).to(base.dtype)
+                loss_mask = output["completion_mask"] * output["tool_mask"]
+                output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        metrics = self._metrics[mode]
+        metrics["tritongym/trloo_advantage_abs"].append(float(advantages[turn_mask].abs().mean()))
+        metrics["tritongym/turns_per_trajectory"].append(float(turn_mask.sum(dim=1).double().mean()))
+        metrics["tritongym/prs_rejected_turns"].append(float(self.accelerator.gather(
+            torch.tensor(float(rejected), device=device)).sum()))
+        return output
+
+
+class ResponseLengthLRCallback(TrainerCallback):
+    """Feeds each optimizer step's mean response length to a `ResponseLengthLRDecay` (arXiv 2602.01826).
+
+    Give the trainer the scheduler and this callback::
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        scheduler = ResponseLengthLRDecay(optimizer)            # κ = 3, W = 50, period 1.8·s*, floor 0.1
+        trainer = GRPOTrainer(..., optimizers=(optimizer, scheduler), callbacks=[ResponseLengthLRCallback()])
+
+    The trainer advances the scheduler's clock after every optimizer step; on the step's log
+    (``logging_steps=1``: one log per step, whose ``completions/mean_length`` counts the model's
+    tokens only, env-masked feedback excluded) the callback records the length for that step and
+    re-applies the LR for the next step, so a surge takes effect at once.
+    """
+
+    metric = "completions/mean_length"
+
+    def __init__(self) -> None:
+        self.scheduler: ResponseLengthLRDecay | None = None
+        self.observed_steps: list[int] = []
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, lr_scheduler: Any = None, **_: Any) -> None:
+        if not isinstance(lr_scheduler, ResponseLengthLRDecay):
+            raise ValueError("ResponseLengthLRCallback needs the trainer's scheduler to be a "
+                             "tritongym.rl.ResponseLengthLRDecay: pass optimizers=(optimizer, "
+                             "ResponseLengthLRDecay(optimizer)) to the trainer")
+        if getattr(args, "logging_steps", 1) != 1:
+            raise ValueError(f"ResponseLengthLRCallback needs one log per optimizer step: set logging_steps=1 "
+                             f"(got {args.logging_steps})")
+        self.scheduler = lr_scheduler
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+        if self.scheduler is None or not logs or self.metric not in logs or state.global_step < 1:
+            return
+        step = state.global_step - 1  # the optimizer step this log belongs to
+        if self.observed_steps and self.observed_steps[-1] >= step:
+            return
+        length = float(logs[self.metric])
+        if not math.isfinite(length):
+            return
+        self.scheduler.observe(length, step=step)
+        self.observed_steps.append(step)
+        lrs = self.scheduler.get_lr()  # the next step's LR, with the surge state just updated
+        for group, lr in zip(self.scheduler.optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        self.scheduler._last_lr = lrs
+
+
+class RunLogCallback(TrainerCallback):
+    """Appends every log (``{"step": global_step, **logs}``) to ``<folder>/metrics.jsonl``."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        clean = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in logs.items()}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": state.global_step, **clean}) + "\n")
