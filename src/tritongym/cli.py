@@ -479,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     service_cli.register(commands)
     service_cli.add_server_option(p_eval)
     service_cli.add_server_option(p_run)
+    # `tritongym train --trainer trl` (issue 11; the code is in integrations/cli.py)
+    from tritongym.integrations import cli as train_cli
+
+    train_cli.register(commands)
     return parser
 
 
