@@ -1,0 +1,192 @@
+"""`TRLOOGRPOTrainer` (TRLOO turn advantages, PRS as a loss mask) and the TRL callbacks, with TRL
+really installed: the hook against `trloo_advantages` on a constructed batch, real GRPO steps on
+scripted replies judged by the real evaluator, and the response-length LR decay callback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+
+import torch  # noqa: E402
+from transformers import TrainerControl, TrainerState, TrainingArguments  # noqa: E402
+
+from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
+from tritongym.env.store import load_trajectories  # noqa: E402
+from tritongym.evaluator import EvalOptions  # noqa: E402
+from tritongym.integrations.trl.rollout import KernelRollout  # noqa: E402
+from tritongym.integrations.trl.trainer import ResponseLengthLRCallback, RunLogCallback  # noqa: E402
+from tritongym.rl import ResponseLengthLRDecay, trloo_advantages  # noqa: E402
+from tritongym.tasks import load_problems  # noqa: E402
+
+from .trl_support import HONEST_REPLY, PID, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return next(p for p in load_problems("builtin") if p.problem_id == PID)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=2) as pool:
+        yield pool
+
+
+# 6 rows = 2 prompts × num_generations 3; ragged turns; spans inside a completion of width 12.
+TURN_REWARDS = [[0.0, 0.5, 1.0], [0.5], [0.0, 0.0], [0.5, 0.5], [0.0, 1.0, 0.5], [1.0]]
+SPANS = [[[0, 2], [4, 6], [8, 10]], [[0, 3]], [[0, 2], [5, 7]], [[0, 4], [6, 9]], [[0, 1], [3, 5], [7, 12]],
+         [[0, 5]]]
+
+
+def _batch(keep=None):
+    inputs = [{"prompt": "p", "turn_rewards": r, "turn_spans": s,
+               "turn_keep_prob": keep[i] if keep else [1.0] * len(r)}
+              for i, (r, s) in enumerate(zip(TURN_REWARDS, SPANS, strict=True))]
+    env_mask = torch.zeros(6, 12, dtype=torch.long)
+    for i, spans in enumerate(SPANS):
+        for start, end in spans:
+            env_mask[i, start:end] = 1
+    output = {"completion_ids": torch.ones(6, 12, dtype=torch.long),
+              "completion_mask": torch.ones(6, 12, dtype=torch.long), "tool_mask": env_mask.clone(),
+              "advantages": torch.zeros(6), "num_items_in_batch": env_mask.sum()}
+    return inputs, output
+
+
+def _expected_token_advantages():
+    rewards = torch.zeros(6, 3, dtype=torch.float64)
+    mask = torch.zeros(6, 3, dtype=torch.bool)
+    for i, row in enumerate(TURN_REWARDS):
+        rewards[i, : len(row)] = torch.tensor(row, dtype=torch.float64)
+        mask[i, : len(row)] = True
+    turn_adv = trloo_advantages(rewards, mask, torch.tensor([0, 0, 0, 1, 1, 1]))
+    expected = torch.zeros(6, 12)
+    for i, spans in enumerate(SPANS):
+        for k, (start, end) in enumerate(spans):
+            expected[i, start:end] = float(turn_adv[i, k])
+    return expected
+
+
+@pytest.fixture(scope="module")
+def trloo_trainer(problem, evaluator, tmp_path_factory):
+    rollout = KernelRollout([problem], turns=3, evaluator=evaluator)
+    trainer = make_trainer(rollout, tmp_path_factory.mktemp("trloo"), num_generations=3)
+    trainer.model.train()
+    return trainer
+
+
+def test_trloo_hook_equals_trloo_advantages_on_a_constructed_batch(trloo_trainer):
+    inputs, output = _batch()
+    result = trloo_trainer._apply_turn_advantages(inputs, output)
+    expected = _expected_token_advantages()
+    assert result["advantages"].shape == (6, 12)
+    assert torch.allclose(result["advantages"], expected, atol=1e-6)
+    # Row 0, turn 2: G = 0.5 + 1.0; of the others in its group only row 2 reached turn 2 (G = 0.0).
+    assert result["advantages"][0, 4] == pytest.approx(1.5 - 0.0)
+    # Row 1, turn 1: G = 0.5; the others' turn-1 returns are 1.5 (row 0) and 0.0 (row 2).
+    assert result["advantages"][1, 0] == pytest.approx(0.5 - (1.5 + 0.0) / 2)
+    assert bool((result["advantages"][result["tool_mask"] == 0] == 0).all())  # feedback tokens carry none
+    assert torch.equal(result["tool_mask"], output["tool_mask"])  # every keep probability 1: nothing dropped
+
+
+def test_prs_drops_rejected_turns_from_the_loss_mask_only(trloo_trainer):
+    keep = [[1.0] * len(r) for r in TURN_REWARDS]
+    keep[0][1] = 0.0  # row 0, turn 2 rejected with certainty
+    keep[4][2] = 0.0
+    inputs, output = _batch(keep)
+    env_mask = output["tool_mask"].clone()
+    result = trloo_trainer._apply_turn_advantages(inputs, output)
+    assert torch.allclose(result["advantages"], _expected_token_advantages(), atol=1e-6)  # baselines unchanged
+    dropped = env_mask.clone()
+    dropped[0, 4:6] = 0
+    dropped[4, 7:12] = 0
+    assert torch.equal(result["tool_mask"], dropped)
+    assert int(result["num_items_in_batch"]) == int(dropped.sum())
+    assert trloo_trainer._metrics["train"]["tritongym/prs_rejected_turns"][-1] == 2.0
+
+
+def test_trloo_hook_needs_the_rollout_fields(trloo_trainer):
+    with pytest.raises(ValueError, match="KernelRollout"):
+        trloo_trainer._apply_turn_advantages([{"prompt": "p"}] * 3, {})
+
+
+def test_grpo_steps_with_trloo_change_parameters_on_scripted_replies(problem, evaluator, tmp_path):
+    # Row 0 writes the honest kernel in turn 1, row 1 never writes code: real verdicts (ok vs void)
+    # give non-zero TRLOO advantages, so two real optimizer steps must move the weights.
+    generator = ScriptedGenerator([[HONEST_REPLY, VOID_REPLY], [VOID_REPLY, VOID_REPLY]])
+    rollout = KernelRollout([problem], turns=2, evaluator=evaluator, generator=generator, out=str(tmp_path / "run"))
+    trainer = make_trainer(rollout, tmp_path, steps=2, callbacks=[RunLogCallback(tmp_path / "run")])
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    assert trainer.state.global_step == 2
+    change = sum(float((p.detach() - b).abs().sum()) for p, b in zip(trainer.model.parameters(), before, strict=True))
+    assert change > 0
+
+    tokenizer = trainer.processing_class
+    reply = len(tokenizer(HONEST_REPLY, add_special_tokens=False)["input_ids"]) + 1
+    void = len(tokenizer(VOID_REPLY, add_special_tokens=False)["input_ids"]) + 1
+    logs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [entry for entry in logs if "loss" in entry]
+    assert [entry["step"] for entry in steps] == [1, 2]
+    for entry in steps:
+        assert entry["reward"] == pytest.approx(0.25)  # returns 0.5 and 0 (TrajectoryReward's sum)
+        assert entry["tritongym/turn_1/reward"] == pytest.approx(0.25)
+        assert entry["tritongym/turn_1/correct"] == pytest.approx(0.5)
+        assert entry["tritongym/turn_2/void"] == pytest.approx(1.0)
+        assert entry["tritongym/trloo_advantage_abs"] == pytest.approx(0.5 * 2 / 4)  # |±0.5| on turn 1, 0 on turn 2
+        # TRL counts only env_mask-1 tokens as the response length: the feedback is not the model's.
+        assert entry["completions/mean_length"] == pytest.approx((reply + void + 2 * void) / 2)
+        assert entry["grad_norm"] > 0
+    trajectories = load_trajectories(tmp_path / "run")
+    assert len(trajectories) == 4
+    assert sorted(t["training_step"] for t in trajectories) == [0, 0, 1, 1]
+    assert sorted(t["turns"][0]["status"] for t in trajectories) == ["ok", "ok", "void", "void"]
+
+
+def _drive(lengths, tmp_path, via_callback):
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    scheduler = ResponseLengthLRDecay(optimizer, baseline_window=2, surge_factor=2.0, period_factor=1.0,
+                                      warmup_steps=0, min_lr_ratio=0.1)
+    callback = ResponseLengthLRCallback()
+    args = TrainingArguments(output_dir=str(tmp_path), logging_steps=1, report_to="none", use_cpu=True)
+    state, control = TrainerState(), TrainerControl()
+    if via_callback:
+        callback.on_train_begin(args, state, control, lr_scheduler=scheduler)
+    lrs = []
+    for length in lengths:
+        optimizer.step()
+        if via_callback:  # what transformers' Trainer does after each optimizer step, then the step's log
+            scheduler.step()
+            state.global_step += 1
+            callback.on_log(args, state, control, logs={"loss": 0.0, "completions/mean_length": length})
+        else:  # ResponseLengthLRDecay's own documented use
+            scheduler.step(length)
+        lrs.append(optimizer.param_groups[0]["lr"])
+    return lrs, scheduler.surge_step
+
+
+def test_length_lr_callback_matches_the_scheduler_fed_directly(tmp_path):
+    lengths = [10, 10, 12, 40, 11, 11, 11, 11, 11, 11]
+    direct, surge = _drive(lengths, tmp_path, via_callback=False)
+    fed, surge_cb = _drive(lengths, tmp_path, via_callback=True)
+    assert surge == surge_cb == 3  # 40 > 2 × mean(10, 10)
+    assert fed == direct
+    # fed[j] is the LR set after step j, i.e. that of step j + 1: halved at steps 6 and 9 (period 3 from 3).
+    assert fed == [1.0] * 5 + [0.5] * 3 + [0.25] * 2
+
+
+def test_length_lr_callback_refuses_a_setup_it_cannot_serve(tmp_path):
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    state, control = TrainerState(), TrainerControl()
+    args = TrainingArguments(output_dir=str(tmp_path), logging_steps=1, report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="ResponseLengthLRDecay"):
+        ResponseLengthLRCallback().on_train_begin(args, state, control,
+                                                  lr_scheduler=torch.optim.lr_scheduler.StepLR(optimizer, 1))
+    args5 = TrainingArguments(output_dir=str(tmp_path), logging_steps=5, report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="logging_steps=1"):
+        ResponseLengthLRCallback().on_train_begin(args5, state, control,
+                                                  lr_scheduler=ResponseLengthLRDecay(optimizer))
