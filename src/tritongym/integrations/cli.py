@@ -14,13 +14,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tritongym.integrations.trl.train import TrlTrainConfig, require_trl, run_trl_training
 
     try:
-        require_trl()
         config = TrlTrainConfig(
             model=args.model, out=args.out, problems=args.problems, only=args.only, turns=args.turns,
             steps=args.steps, num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate, temperature=args.temperature,
             feedback=args.feedback, extract=args.extract, device=args.device, eval_workers=args.eval_workers,
             gamma=args.gamma, prs=not args.no_prs, length_lr_decay=args.length_lr_decay, seed=args.seed)
+        require_trl()
     except (TritongymError, ValueError) as exc:
         print(f"tritongym train: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,90 @@
+"""``tritongym train --trainer trl``: the CPU smoke run (tiny-random, 2 turns, 2 real GRPO steps on the
+built-in suite against the real evaluator) and the usage errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tritongym.evaluator import Status
+
+needs_trl = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
+                               reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+
+
+def _train(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tritongym.cli", "train", "--trainer", "trl", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@needs_trl
+def test_smoke_run_tiny_random_two_turns_two_steps(tmp_path):
+    out = tmp_path / "run"
+    proc = _train("--model", "tiny-random", "--turns", "2", "--steps", "2", "--num-generations", "2",
+                  "--max-new-tokens", "16", "--extract", "whole", "--device", "cpu", "--length-lr-decay",
+                  "--json", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 2
+
+    logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [entry for entry in logs if "loss" in entry]
+    assert [entry["step"] for entry in steps] == [1, 2]
+    for entry in steps:
+        for key in ("reward", "tritongym/turn_1/reward", "tritongym/turn_2/reward", "tritongym/turn_1/void",
+                    "tritongym/trloo_advantage_abs", "tritongym/turns_per_trajectory", "completions/mean_length"):
+            assert key in entry, key
+        assert entry["tritongym/turns_per_trajectory"] == 2.0
+    # ResponseLengthLRDecay drives the LR: the linear warm-up over 10 steps, (s + 1)/10 × 1e-5 in steps 1, 2
+    # (TRL's default linear decay would log 1e-5 and 5e-6).
+    assert [entry["learning_rate"] for entry in steps] == pytest.approx([1e-6, 2e-6])
+
+    trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajectories) == 4  # 2 steps × 1 prompt × 2 generations
+    verdicts = {str(s) for s in Status} | {"void"}
+    rewards = []
+    for trajectory in trajectories:
+        assert trajectory["problem_id"].startswith("builtin/") and trajectory["turn_budget"] == 2
+        assert [t["turn"] for t in trajectory["turns"]] == [0, 1]
+        for turn in trajectory["turns"]:
+            assert turn["status"] in verdicts
+            assert (turn["result"] is None) == (turn["status"] == "void")
+            if turn["result"] is not None:  # the evaluator's own verdict object
+                assert turn["result"]["status"] == turn["status"] and turn["reward"] == turn["result"]["reward"]
+            rewards.append(turn["reward"])
+    # Real rewards: a random model's noise earns 0, and with every advantage 0 (β = 0, no weight decay)
+    # the GRPO update must be exactly zero; any reward > 0 would have to move the weights.
+    if all(r == 0.0 for r in rewards):
+        assert all(entry["tritongym/trloo_advantage_abs"] == 0.0 for entry in steps)
+        assert summary["parameter_change_l1"] == 0.0
+    else:
+        assert summary["parameter_change_l1"] > 0.0
+    assert json.loads((out / "run.json").read_text())["trainer"] == "trl"
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(out / "model")
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    assert model.config.model_type == "qwen2" and tokenizer.eos_token == "<|im_end|>"
+
+
+@needs_trl
+def test_bad_settings_are_usage_errors(tmp_path):
+    proc = _train("--model", "tiny-random", "--num-generations", "1", "--out", str(tmp_path / "a"))
+    assert proc.returncode == 2 and "num_generations must be >= 2" in proc.stderr
+    proc = _train("--model", "tiny-random", "--only", "no_such_problem", "--out", str(tmp_path / "b"))
+    assert proc.returncode == 2 and "no_such_problem" in proc.stderr
+
+
+def test_without_trl_the_error_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['trl'] = None\n"
+            "from tritongym.cli import main\n"
+            f"sys.exit(main(['train', '--trainer', 'trl', '--model', 'tiny-random', '--out', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "pip install 'tritongym[trl]'" in proc.stderr and "trl" in proc.stderr
+    assert not (tmp_path / "trajectories.jsonl").exists()
