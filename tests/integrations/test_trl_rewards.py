@@ -1,5 +1,5 @@
-"""The TRL reward functions on real candidates through the real evaluator (no TRL needed to call them;
-the TRL-facing checks skip without trl)."""
+"""The TRL reward functions on real candidates through the real evaluator (run in the TRL venv, .ci/trl;
+the functions themselves import no TRL)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tritongym.env.evaluators import PoolEvaluator
-from tritongym.evaluator import EvalOptions
-from tritongym.integrations.trl.rewards import AsyncKernelReward, KernelReward, TrajectoryReward
+trl_utils = pytest.importorskip("trl.trainer.utils", reason="trl is not installed (pip install 'tritongym[trl]'; "
+                                                           "see .ci/trl)")
+
+from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
+from tritongym.evaluator import EvalOptions  # noqa: E402
+from tritongym.integrations.trl.rewards import AsyncKernelReward, KernelReward, TrajectoryReward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 HONEST = (REPO / "examples" / "builtin" / "01_scaled_add.py").read_text()
@@ -116,7 +119,6 @@ def test_trajectory_reward_returns_the_sum_and_logs_per_turn_means():
 
 
 def test_trl_sees_the_async_reward_as_async_and_names_them():
-    trl_utils = pytest.importorskip("trl.trainer.utils", reason="trl is not installed (pip install 'tritongym[trl]')")
     sync, coro = KernelReward("builtin"), AsyncKernelReward("builtin")
     try:
         assert not trl_utils.is_async_callable(sync)
