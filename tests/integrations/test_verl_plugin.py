@@ -20,7 +20,7 @@ from tritongym.rl import trloo_advantages  # noqa: E402
 def test_entry_point_registers_trloo_on_import_verl():
     # Registered by the `verl.plugins` entry point alone: this test never imports the plug-in module.
     fn = core_algos.get_adv_estimator_fn("trloo")
-    assert fn.__module__ == "tritongym.integrations.verl_plugin"
+    assert fn.__module__ == "tritongym.integrations.verl.advantages"
 
 
 def _batch():

@@ -1,19 +1,19 @@
-"""verl plug-in: registers tritongym's estimators in verl's own registry, without forking verl.
+"""verl advantage estimator ``trloo``, registered in verl's own registry (``register_adv_est``).
 
-verl ≥ 0.9 loads every ``verl.plugins`` entry point on ``import verl`` (in the driver and in every
-Ray worker), so installing ``tritongym[verl]`` is enough; select the estimator with
-``algorithm.adv_estimator=trloo``.
-
-Registered:
+Select it with ``algorithm.adv_estimator=trloo``.
 
 * ``trloo`` — Dr.Kernel's turn-level leave-one-out advantage (``tritongym.rl.trloo_advantages``)
   on verl's multi-turn layout: one row per trajectory, the model's turns are the maximal runs of
   ``response_mask == 1`` (environment feedback between them is masked 0, as verl's agent loops
   emit it), and each turn's reward is the sum of ``token_level_rewards`` from its first token up to
-  the next turn (the agent loop places it on the turn's last token). Trajectories of one prompt
-  share verl's ``uid``. The discount over turns is ``algorithm.gamma`` (verl's default 1.0, the
-  Dr.Kernel setting). Each turn's advantage and reward-to-go are broadcast to its model tokens;
-  feedback tokens get 0.
+  the next turn (the ``tritongym_kernel`` agent loop places it on the turn's last token). Trajectories
+  of one prompt share verl's ``uid``. The discount over turns is ``algorithm.gamma`` (verl's default
+  1.0, the Dr.Kernel setting). Each turn's advantage and reward-to-go are broadcast to its model
+  tokens; feedback tokens get 0.
+
+Not registered: a ``grpo_loo`` (one outcome reward per trajectory, leave-one-out baseline). verl's
+own ``rloo`` is exactly that (``tritongym.rl.rloo_advantages``, a group of one included: A = R);
+``tests/integrations/test_verl_losses.py`` checks the two agree, so use ``algorithm.adv_estimator=rloo``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,23 @@
+"""verl plug-in: tritongym's estimators, loss, agent loop and LR hook in verl's own extension points.
+
+verl ≥ 0.9 imports every ``verl.plugins`` entry point on ``import verl`` (the driver and every Ray
+worker); tritongym's entry point is this package, so ``pip install 'tritongym[verl]'`` is enough.
+Importing it registers:
+
+* advantage estimator ``trloo`` (``advantages``; ``algorithm.adv_estimator=trloo``);
+* policy loss ``tritongym_drkernel`` (``policy_loss``; PPO dual clip + Dr.Kernel MRS,
+  ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``);
+* the response-length LR decay hook when ``TRITONGYM_VERL_LR_DECAY`` is set (``lr_decay``).
+
+The ``tritongym_kernel`` agent loop (``agent_loop``) is not imported here (it pulls in verl's
+rollout stack); verl imports it in its agent-loop workers through
+``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (see docs/training.md).
+"""
+
+from __future__ import annotations
+
+from tritongym.integrations.verl import advantages, lr_decay, policy_loss
+
+lr_decay.install_from_env()
+
+__all__ = ["advantages", "lr_decay", "policy_loss"]
