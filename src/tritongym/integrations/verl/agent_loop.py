@@ -1,0 +1,338 @@
+"""verl agent loop ``tritongym_kernel``: multi-turn kernel writing against tritongym's evaluator.
+
+One trajectory is one ``tritongym.env.KernelEnv`` episode, token in / token out:
+
+1. the task prompt is rendered by the environment's templates and tokenized with verl's
+   Continuous Token builder (``ct_build_initial_tokens``);
+2. each turn the model generates through verl's server manager
+   (``server_manager.generate(request_id, prompt_ids=..., sampling_params=...) -> TokenOutput``);
+   its tokens are appended with ``response_mask`` 1 and the reply text goes to ``KernelEnv.astep``,
+   which extracts the code (``tritongym.env.extract``), evaluates it and renders the feedback
+   (``tritongym.env.feedback``);
+3. unless the episode ended, the feedback is appended as a user message with ``response_mask`` 0
+   (``ct_merge_context_msg``) and the next turn starts.
+
+Rewards: each turn's reward is the verdict's reward (Dr.Kernel's PR: correctness, speedup and
+coverage weights of ``EvalOptions.reward``). verl 0.9.1's agent-loop output carries one scalar,
+``reward_score``, which verl writes on the last response token (``rm_scores``, then
+``token_level_rewards``); ``reward_score`` here is the sum over turns. To put each turn's reward on
+*that turn's* last token (what ``trloo`` reads), select ``TurnRewardAgentLoopManager`` with
+``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=tritongym.integrations.verl.agent_loop.TurnRewardAgentLoopManager``;
+its workers rewrite ``rm_scores`` from ``extra_fields["turn_scores"]`` (``place_turn_rewards``).
+Outcome estimators (``grpo``, ``rloo``) see the same total either way.
+
+Options (keyword arguments of the agent loop; set them in an ``agent_loop_config_path`` YAML entry
+``{name: tritongym_kernel, _target_: tritongym.integrations.verl.agent_loop.KernelAgentLoop, ...}``):
+``problems`` (a problem-set spec, default ``builtin``), ``max_turns`` (3), ``feedback`` (``standard``),
+``history`` (only ``full``: verl keeps one append-only token row per trajectory), ``extract``
+(``last``), ``success`` (``never``), ``evaluator`` (``local``: the in-process ``LocalPool``; ``ray``:
+a ``RayPool`` in verl's Ray cluster; ``http(s)://host:port``: the tritongym service), ``workers``
+(pool slots), ``eval_options`` (``EvalOptions`` fields; ``reward`` as a dict of ``RewardConfig``).
+
+Each dataset row names its problem in ``extra_info["problem"]`` (an id or name in ``problems``), or
+carries the source in ``extra_info["problem_source"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+from uuid import uuid4
+
+import numpy as np
+import torch
+from torch import Tensor
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopManager,
+    AgentLoopOutput,
+    AgentLoopWorker,
+    register,
+)
+from verl.protocol import DataProto
+from verl.utils.profiler import simple_timer
+
+from tritongym.env import FullHistory, KernelEnv, parse_history
+
+__all__ = ["KernelAgentLoop", "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker", "place_turn_rewards"]
+
+TURN_REWARDS = "turn_scores"  # verl's own extra-field name for per-turn scores (one per model turn here)
+
+_shared_lock = threading.Lock()
+_shared_evaluators: dict[tuple[Any, ...], Any] = {}
+_shared_problems: dict[str, list[Any]] = {}
+
+
+class _PoolEvaluator:
+    """The `Evaluator` protocol over any `tritongym.execution` pool (local or Ray)."""
+
+    def __init__(self, pool: Any, options: Any) -> None:
+        self.pool = pool
+        self.options = options
+
+    def _submit(self, problem: Any, solution: str) -> Any:
+        from tritongym.execution import EvalRequest
+
+        return self.pool.submit(EvalRequest(problem, solution, self.options))
+
+    def evaluate(self, problem: Any, solution: str) -> Any:
+        return self._submit(problem, solution).result()
+
+    def evaluate_many(self, pairs: Sequence[tuple[Any, str]]) -> list[Any]:
+        return [future.result() for future in [self._submit(p, s) for p, s in pairs]]
+
+    async def aevaluate(self, problem: Any, solution: str) -> Any:
+        return await asyncio.wrap_future(self._submit(problem, solution))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "pool", "backend": type(self.pool).__name__, "workers": self.pool.workers}
+
+
+class _ServiceEvaluator(_PoolEvaluator):
+    """The `Evaluator` protocol over the tritongym HTTP service (``tritongym serve``)."""
+
+    def __init__(self, url: str, options: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tritongym.service import Client
+
+        self.client = Client(url)
+        self.options = options
+        self._threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tritongym-service")
+        self.url = url
+
+    def _submit(self, problem: Any, solution: str) -> Any:
+        return self._threads.submit(self.client.evaluate, problem, solution, self.options)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "service", "url": self.url}
+
+
+def _eval_options(spec: dict[str, Any] | None) -> Any:
+    from tritongym.evaluator import EvalOptions
+    from tritongym.evaluator.reward import RewardConfig
+
+    fields = dict(spec or {})
+    if isinstance(fields.get("reward"), dict):
+        fields["reward"] = RewardConfig(**fields["reward"])
+    for key in ("input_families", "disabled_checks"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
+    return EvalOptions(**fields)
+
+
+def shared_evaluator(kind: str, workers: int | None, options: Any) -> Any:
+    """One evaluator per (kind, workers, options) and process: verl builds an agent loop per sample."""
+    key = (kind, workers, repr(options))
+    with _shared_lock:
+        evaluator = _shared_evaluators.get(key)
+        if evaluator is None:
+            if kind in ("local", "ray"):
+                from tritongym.execution import make_pool
+
+                evaluator = _PoolEvaluator(make_pool(kind, workers), options)
+            elif kind.startswith(("http://", "https://")):
+                evaluator = _ServiceEvaluator(kind, options)
+            else:
+                raise ValueError(
+                    f"tritongym_kernel: evaluator must be 'local', 'ray' or an http(s):// URL of a tritongym "
+                    f"service, got {kind!r}"
+                )
+            _shared_evaluators[key] = evaluator
+        return evaluator
+
+
+def _problem_set(spec: str) -> list[Any]:
+    with _shared_lock:
+        if spec not in _shared_problems:
+            from tritongym.tasks import load_problems
+
+            _shared_problems[spec] = load_problems(spec)
+        return _shared_problems[spec]
+
+
+def _resolve_problem(extra_info: Any, problems: str) -> Any:
+    from tritongym.tasks import Problem
+
+    info = extra_info if isinstance(extra_info, dict) else {}
+    name = info.get("problem")
+    source = info.get("problem_source")
+    if source:
+        return Problem.from_source(str(source), name=str(name or "problem"))
+    if name is None:
+        raise ValueError(
+            "tritongym_kernel: the dataset row names no problem; put its id or name in extra_info['problem'] "
+            "(or its source in extra_info['problem_source'])"
+        )
+    for problem in _problem_set(problems):
+        if str(name) in (problem.problem_id, problem.name):
+            return problem
+    raise ValueError(f"tritongym_kernel: no problem {name!r} in the problem set {problems!r}")
+
+
+@register("tritongym_kernel")
+class KernelAgentLoop(AgentLoopBase):
+    """Multi-turn kernel writing: generate → extract → evaluate → feedback (masked) → next turn."""
+
+    def __init__(self, *args: Any, problems: str = "builtin", max_turns: int = 3, feedback: str = "standard",
+                 history: str = "full", extract: str = "last", success: str | None = None,
+                 evaluator: str = "local", workers: int | None = None,
+                 eval_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(parse_history(history), FullHistory):
+            raise ValueError(
+                f"tritongym_kernel: history={history!r} rewrites earlier turns, but verl keeps one append-only "
+                "token row per trajectory; use history='full' (Dr.Kernel's setting)"
+            )
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"tritongym_kernel: max_turns must be an integer >= 1, got {max_turns!r}")
+        self.problems = problems
+        self.env_options = {"max_turns": max_turns, "feedback": feedback, "history": history, "extract": extract,
+                            "success": success}
+        self.options = _eval_options(eval_options)
+        self.evaluator = shared_evaluator(evaluator, workers, self.options)
+        self.response_length = self.rollout_config.response_length
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        problem = _resolve_problem(kwargs.get("extra_info"), self.problems)
+        env = KernelEnv(problem, evaluator=self.evaluator, options=self.options, **self.env_options)
+        messages, _ = env.reset(options={"problem": problem})
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        runtime = list(prompt_ids)
+        mask: list[int] = []
+        logprobs: list[float] | None = None
+        request_id = uuid4().hex
+        timing: dict[str, float] = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        turn_rewards: list[float] = []
+        turns: list[dict[str, Any]] = []
+        num_messages = len(messages)
+        while True:
+            step_timing: dict[str, float] = {}
+            with simple_timer("generate_sequences", step_timing):
+                output = await self.server_manager.generate(
+                    request_id=request_id, prompt_ids=runtime, sampling_params=sampling_params)
+            timing["generate_sequences"] += step_timing["generate_sequences"]
+            if output.log_probs and logprobs is None and not mask:
+                logprobs = []
+            merged, mask, logprobs = await self.ct_merge_assistant_token(
+                runtime, output.token_ids, mask, logprobs, assistant_logprobs=output.log_probs or None)
+            runtime = merged.token_ids
+            reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+            previous = messages + [{"role": "assistant", "content": reply}]
+            with simple_timer("tool_calls", step_timing):
+                messages, reward, terminated, truncated, info = await env.astep(reply)
+            timing["tool_calls"] += step_timing["tool_calls"]
+            num_messages += 1
+            turn_rewards.append(float(reward))
+            turns.append(_turn_record(info, reward, len(output.token_ids)))
+            if terminated or truncated or len(mask) >= self.response_length:
+                break
+            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
+                previous, messages, runtime, mask, logprobs)
+            if len(new_mask) >= self.response_length:
+                break  # no room for another model token after the feedback
+            runtime, mask, logprobs = merged.token_ids, new_mask, new_logprobs
+            num_messages += 1
+        response_ids = runtime[len(runtime) - len(mask):]
+        cut = self.response_length
+        extra = {
+            TURN_REWARDS: turn_rewards,
+            "tritongym_turns": turns,
+            "reward_extra_info": _trajectory_metrics(turns),
+        }
+        return AgentLoopOutput(
+            prompt_ids=runtime[: len(runtime) - len(mask)],
+            response_ids=response_ids[:cut],
+            response_mask=mask[:cut],
+            response_logprobs=logprobs[:cut] if logprobs else None,
+            reward_score=float(sum(turn_rewards)),
+            num_turns=num_messages,
+            metrics=timing,
+            extra_fields=extra,
+        )
+
+
+def _turn_record(info: dict[str, Any], reward: float, tokens: int) -> dict[str, Any]:
+    result = info.get("result")
+    record: dict[str, Any] = {"turn": info["turn"], "status": info["status"], "reward": float(reward),
+                              "tokens": tokens, "eval_s": float(info.get("eval_s", 0.0))}
+    if result is not None:
+        record.update({"correct": bool(result.correct), "speedup": result.speedup, "coverage": result.coverage,
+                       "sandbox": str(result.sandbox),
+                       "violations": [str(v.code) for v in result.violations]})
+    return record
+
+
+def _trajectory_metrics(turns: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-trajectory scalars verl collects as ``reward_extra_info`` columns (same keys on every row)."""
+    rewards = [t["reward"] for t in turns]
+    return {
+        "tritongym/turns": float(len(turns)),
+        "tritongym/best_reward": float(max(rewards)),
+        "tritongym/first_reward": float(rewards[0]),
+        "tritongym/last_reward": float(rewards[-1]),
+        "tritongym/correct_turns": float(sum(bool(t.get("correct")) for t in turns)),
+        "tritongym/void_turns": float(sum(t["status"] == "void" for t in turns)),
+        "tritongym/violation_turns": float(sum(t["status"] == "integrity_violation" for t in turns)),
+        "tritongym/eval_s": float(sum(t["eval_s"] for t in turns)),
+    }
+
+
+def place_turn_rewards(response_mask: Tensor, turn_rewards: Sequence[Sequence[float] | None],
+                       rm_scores: Tensor) -> Tensor:
+    """Token rewards with each turn's reward on its last model token (the layout ``trloo`` reads).
+
+    Args:
+        response_mask: ``[B, L]`` 1 on model tokens; a turn is a maximal run of ones.
+        turn_rewards: per row, one reward per turn, or None to keep that row of ``rm_scores``.
+        rm_scores: ``[B, L]`` verl's token scores (the total on the last response token).
+
+    Returns:
+        A new ``[B, L]`` tensor. Raises ``ValueError`` when a row's runs and rewards disagree.
+    """
+    if len(turn_rewards) != response_mask.shape[0]:
+        raise ValueError(f"turn_rewards: expected {response_mask.shape[0]} rows, got {len(turn_rewards)}")
+    out = rm_scores.clone()
+    mask = response_mask.bool()
+    following = torch.zeros_like(mask)
+    following[:, :-1] = mask[:, 1:]
+    ends = mask & ~following  # last token of each run [B, L]
+    for row, rewards in enumerate(turn_rewards):
+        if rewards is None:
+            continue
+        positions = ends[row].nonzero().flatten()
+        if len(positions) != len(rewards):
+            raise ValueError(
+                f"row {row}: {len(positions)} model turns in response_mask but {len(rewards)} turn rewards "
+                f"in extra_fields[{TURN_REWARDS!r}]"
+            )
+        out[row] = 0.0
+        out[row, positions] = torch.tensor(list(rewards), dtype=out.dtype)
+    return out
+
+
+class TurnRewardAgentLoopWorker(AgentLoopWorker):
+    """verl's agent-loop worker, with per-turn rewards placed on each turn's last token."""
+
+    def _postprocess(self, inputs: list[Any], input_non_tensor_batch: dict | None = None,
+                     validate: bool = False) -> DataProto:
+        output = super()._postprocess(inputs, input_non_tensor_batch=input_non_tensor_batch, validate=validate)
+        if "rm_scores" in output.batch.keys() and TURN_REWARDS in output.non_tensor_batch:
+            # Other agent loops leave turn_scores empty ([]) or unset: keep verl's placement there.
+            column = [list(v) if isinstance(v, (list, tuple, np.ndarray)) and len(v) else None
+                      for v in output.non_tensor_batch[TURN_REWARDS]]
+            output.batch["rm_scores"] = place_turn_rewards(output.batch["response_mask"], column,
+                                                           output.batch["rm_scores"])
+        return output
+
+
+class TurnRewardAgentLoopManager(AgentLoopManager):
+    """verl's ``AgentLoopManager`` with `TurnRewardAgentLoopWorker` workers (``agent_loop_manager_class``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import ray
+
+        self.agent_loop_workers_class = ray.remote(TurnRewardAgentLoopWorker)
+        super().__init__(*args, **kwargs)
