@@ -144,20 +144,26 @@ class Attribution:
 
     Walks from the innermost Python frame outwards. The solution file decides "candidate";
     Triton's runtime and language packages decide "triton" (the interpreter copying arguments,
-    the launcher reading pointers); the evidence code itself (this module, the launch hook, the
-    kernel checks) decides "harness"; every other frame (the host-read trace's handler included:
-    it sits between the candidate and every torch call it makes) (torch, the standard library, numpy,
-    other libraries) is looked through. A walk that finds none of them is "other".
+    the launcher reading pointers); the harness's evidence code that runs while the trace is on
+    (the launch hook, the kernel checks) decides "harness"; every other frame (torch, the
+    standard library, numpy, other libraries, the host-read trace's handler: it sits between the
+    candidate and every torch call it makes) is looked through. A walk that finds none is "other".
+
+    This module's own frames are looked through too, however many there are: its code issues
+    no traced op (the dispatch handler runs with the mode suspended), so they decide nothing.
+    Counting a fixed number of them instead would misread any wrapper a tool puts around the
+    handler (a mutation tester's trampolines) as a caller, and a frame merely named like this
+    file cannot hide the candidate behind it.
     """
 
-    #: The harness's evidence modules (their own bookkeeping inside a traced call is not work).
-    HARNESS_MODULES = ("optrace.py", "launches.py", "kernels.py")
+    #: The harness's evidence modules that run while the trace is on (their own bookkeeping
+    #: inside a traced call is not work).
+    HARNESS_MODULES = ("launches.py", "kernels.py")
 
     def __init__(self, candidate_file: str) -> None:
         self.candidate = os.path.realpath(candidate_file)
         here = os.path.realpath(os.path.dirname(__file__)) + os.sep
         self.harness = frozenset(here + name for name in self.HARNESS_MODULES)
-        self.tracer = os.path.realpath(__file__)
         triton_dir = _package_dir("triton") or "/nonexistent-triton/"
         self.machinery = tuple(triton_dir + sub + os.sep for sub in ("runtime", "language", "backends", "compiler"))
         self.machinery += tuple(triton_dir + name for name in ("__init__.py",))
@@ -166,16 +172,9 @@ class Attribution:
         self._cache: dict[str, str] = {}
 
     def who(self) -> str:
-        """Who asked for the op being traced now, seen from the caller of `who`.
-
-        The walk first skips this module's own frames, however many there are (the dispatch
-        handler, and any wrapper a tool such as a mutation tester puts around it): counting a
-        fixed number of frames would misread such a wrapper as the harness. Past the first frame
-        outside this module, a frame of this module is the harness again.
-        """
+        """Who asked for the op being traced now, walking out from the caller of `who`."""
         frame = self._getframe(1)
         cache = self._cache
-        leading = True
         while frame is not None:
             name = frame.f_code.co_filename
             verdict = cache.get(name)
@@ -183,8 +182,6 @@ class Attribution:
                 real = self._realpath(name) if not name.startswith("<") else name
                 if real == self.candidate:
                     verdict = "candidate"
-                elif real == self.tracer:
-                    verdict = "tracer"
                 elif real in self.harness:
                     verdict = "harness"
                 elif real.startswith(self.machinery):
@@ -192,13 +189,8 @@ class Attribution:
                 else:
                     verdict = "through"
                 cache[name] = verdict
-            if verdict == "tracer":
-                if not leading:
-                    return "harness"
-            else:
-                leading = False
-                if verdict != "through":
-                    return verdict
+            if verdict != "through":
+                return verdict
             frame = frame.f_back
         return "other"
 

@@ -95,11 +95,11 @@ def test_attribution_skips_any_number_of_the_tracers_own_frames():
     mine = Attribution(__file__)
     assert wrappers["one"](mine.who) == "candidate"
     assert wrappers["two"](mine.who) == "candidate"
-    # ... but a frame of optrace.py further out, past a frame of another file, is the harness.
+    # ... nor can a frame merely named like the tracer, further out, hide the candidate behind it.
     outer = _frames_in(optrace.__file__, "def asks(middle, who):\n    return middle(who)\n")
     library = _frames_in("/nowhere/library.py", "def middle(who):\n    return ONE(who)\n")
     library["ONE"] = wrappers["one"]
-    assert outer["asks"](library["middle"], Attribution(__file__).who) == "harness"
+    assert outer["asks"](library["middle"], Attribution(__file__).who) == "candidate"
     # ... and a launch hook (launches.py) or the kernel checks (kernels.py) are the harness too.
     hook = _frames_in(optrace.__file__.replace("optrace.py", "launches.py"), "def hook(who):\n    return who()\n")
     assert hook["hook"](Attribution(__file__).who) == "harness"
