@@ -28,6 +28,7 @@ from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from tritongym.integrations.verl.agent_loop import (  # noqa: E402
     KernelAgentLoop,
+    KernelAgentLoopOutput,
     TurnRewardAgentLoopManager,
     TurnRewardAgentLoopWorker,
     place_turn_rewards,
@@ -37,7 +38,7 @@ from tritongym.rl import trloo_advantages  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "examples" / "builtin"
 PROBLEMS = ROOT / "src" / "tritongym" / "tasks" / "builtin"
-PROMPT_LENGTH, RESPONSE_LENGTH = 4096, 8192
+PROMPT_LENGTH, RESPONSE_LENGTH, MAX_TURN_TOKENS = 4096, 8192, 3000
 
 
 def _reply(code: str) -> str:
@@ -68,13 +69,13 @@ class ScriptedTokenServer:
     def __init__(self, tokenizer, scripts: dict[tuple[str, int], list[str]]):
         self.tokenizer = tokenizer
         self.scripts = scripts
-        self.calls: list[tuple[str, int]] = []
+        self.calls: list[tuple[str, int, int, int]] = []  # (request id, turn, prompt tokens, max_tokens)
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
         text = self.tokenizer.decode(prompt_ids)
         turn = text.count("<|im_start|>assistant") - 1  # the generation prompt of this turn is the last one
         (key,) = [k for k in self.scripts if f"builtin/{k[0]}" in text and f"[row {k[1]}]" in text]
-        self.calls.append((key[0], turn))
+        self.calls.append((request_id, turn, len(prompt_ids), sampling_params["max_tokens"]))
         ids = self.tokenizer.encode(self.scripts[key][turn], add_special_tokens=False)
         ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
         return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
@@ -111,6 +112,7 @@ def verl_config(tmp_path_factory):
         "  _target_: tritongym.integrations.verl.agent_loop.KernelAgentLoop\n"
         "  max_turns: 3\n"
         "  workers: 2\n"
+        f"  max_turn_tokens: {MAX_TURN_TOKENS}\n"
         "  eval_options: {device: cpu, timeout: 120}\n")
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -146,7 +148,7 @@ def rollout(verl_config):
         "uid": np.array(UIDS, dtype=object),
     })
     output = asyncio.run(worker.generate_sequences(batch))
-    return worker, output
+    return worker, output, list(worker.llm_client.calls)
 
 
 def _runs(mask_row: torch.Tensor) -> list[tuple[int, int]]:
@@ -162,7 +164,7 @@ def _runs(mask_row: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def test_turn_counts_masks_and_model_tokens(rollout):
-    worker, out = rollout
+    worker, out, calls = rollout
     tok = worker.tokenizer
     assert out.batch["responses"].shape == (len(ROWS), RESPONSE_LENGTH)
     for row, (_, replies, statuses, _) in enumerate(ROWS):
@@ -185,6 +187,12 @@ def test_turn_counts_masks_and_model_tokens(rollout):
         turns = out.non_tensor_batch["tritongym_turns"][row]
         assert [t["status"] for t in turns] == statuses
         assert out.non_tensor_batch["tritongym/turns"][row] == len(statuses)
+    # Each turn asked for at most max_turn_tokens, and never more than the row had left.
+    assert len(calls) == sum(len(r[1]) for r in ROWS)
+    initial = {request: prompt for request, turn, prompt, _ in calls if turn == 0}  # one request id per row
+    assert len(initial) == len(ROWS)
+    for request, _, prompt_tokens, max_tokens in calls:
+        assert max_tokens == min(MAX_TURN_TOKENS, RESPONSE_LENGTH - (prompt_tokens - initial[request]))
     # Log-probs: the server's on model tokens, 0 on feedback and padding.
     logp = out.batch["rollout_log_probs"]
     mask = out.batch["response_mask"].bool()
@@ -192,7 +200,7 @@ def test_turn_counts_masks_and_model_tokens(rollout):
 
 
 def test_each_turn_reward_sits_on_its_last_token(rollout):
-    _, out = rollout
+    _, out, _ = rollout
     for row, (_, _, _, rewards) in enumerate(ROWS):
         scores = out.batch["rm_scores"][row]
         ends = [end - 1 for _, end in _runs(out.batch["response_mask"][row])]
@@ -209,7 +217,7 @@ def test_each_turn_reward_sits_on_its_last_token(rollout):
 
 
 def test_verl_trloo_on_the_rollout_equals_per_turn_trloo(rollout):
-    _, out = rollout
+    _, out, _ = rollout
     data = DataProto.from_single_dict({"token_level_rewards": out.batch["rm_scores"],
                                        "response_mask": out.batch["response_mask"],
                                        "uid": np.array(UIDS, dtype=object)})
@@ -231,12 +239,53 @@ def test_verl_trloo_on_the_rollout_equals_per_turn_trloo(rollout):
     assert expected[2, 0].item() == pytest.approx(1.0)
 
 
+def _loop(worker, verl_config, **options):
+    """An agent loop built as verl's worker builds it (inside a running event loop: verl binds to it)."""
+    return KernelAgentLoop(trainer_config=DictConfigWrap(verl_config), server_manager=worker.llm_client,
+                           tokenizer=worker.tokenizer, processor=None, dataset_cls=worker.dataset_cls,
+                           data_config=DictConfigWrap(verl_config.data), **options)
+
+
+def test_v1_trainer_rm_scores_from_as_dict(rollout, verl_config):
+    # verl's default V1 trainer stores AgentLoopOutput.as_dict() (rm_scores included) in its
+    # TransferQueue; the loop's own output places each turn's reward there, no manager needed.
+    worker, _, _ = rollout
+    from tritongym.tasks import load_problems
+
+    _, replies, statuses, rewards = ROWS[1]
+    source = "# [row 1]\n" + {p.name: p for p in load_problems("builtin")}["01_scaled_add"].source
+
+    async def run():
+        loop = _loop(worker, verl_config, max_turns=3, workers=2, eval_options={"device": "cpu", "timeout": 120})
+        return await loop.run({"temperature": 1.0}, raw_prompt=[],
+                              extra_info={"problem": "builtin/01_scaled_add", "problem_source": source})
+
+    output = asyncio.run(run())
+    assert isinstance(output, KernelAgentLoopOutput)
+    assert output.reward_score == pytest.approx(sum(rewards))
+    fields = output.as_dict()
+    ends = [end - 1 for _, end in _runs(fields["response_mask"])]
+    assert len(ends) == len(statuses)
+    expected = torch.zeros(len(fields["response_mask"]))
+    expected[ends] = torch.tensor(rewards)
+    assert fields["rm_scores"].tolist() == pytest.approx(expected.tolist())
+    # verl's base class alone would put the total on the last token instead.
+    plain = super(KernelAgentLoopOutput, output).as_dict()["rm_scores"]
+    assert plain[-1].item() == pytest.approx(sum(rewards)) and plain[ends[0]].item() == 0
+
+
 def test_history_policies_that_rewrite_context_are_refused(rollout, verl_config):
-    worker, _ = rollout
+    worker, _, _ = rollout
+
+    async def build(**options):
+        return _loop(worker, verl_config, **options)
+
     with pytest.raises(ValueError, match="append-only"):
-        KernelAgentLoop(trainer_config=DictConfigWrap(verl_config), server_manager=worker.llm_client,
-                        tokenizer=worker.tokenizer, processor=None, dataset_cls=worker.dataset_cls,
-                        data_config=DictConfigWrap(verl_config.data), history="last:1")
+        asyncio.run(build(history="last:1"))
+    with pytest.raises(ValueError, match="max_turn_tokens"):
+        asyncio.run(build(max_turn_tokens=0))
+    with pytest.raises(ValueError, match="evaluator must be 'local', 'ray' or an http"):
+        asyncio.run(build(evaluator="redis://x"))
 
 
 def test_manager_config_key_selects_turn_reward_workers(verl_config):

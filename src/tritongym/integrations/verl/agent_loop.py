@@ -13,18 +13,28 @@ One trajectory is one ``tritongym.env.KernelEnv`` episode, token in / token out:
    (``ct_merge_context_msg``) and the next turn starts.
 
 Rewards: each turn's reward is the verdict's reward (Dr.Kernel's PR: correctness, speedup and
-coverage weights of ``EvalOptions.reward``). verl 0.9.1's agent-loop output carries one scalar,
-``reward_score``, which verl writes on the last response token (``rm_scores``, then
-``token_level_rewards``); ``reward_score`` here is the sum over turns. To put each turn's reward on
-*that turn's* last token (what ``trloo`` reads), select ``TurnRewardAgentLoopManager`` with
-``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=tritongym.integrations.verl.agent_loop.TurnRewardAgentLoopManager``;
-its workers rewrite ``rm_scores`` from ``extra_fields["turn_scores"]`` (``place_turn_rewards``).
+coverage weights of ``EvalOptions.reward``), kept per turn in ``extra_fields["turn_scores"]``.
+verl 0.9.1's agent-loop output carries one scalar, ``reward_score`` (here the sum over turns), and
+verl turns it into token scores ``rm_scores`` (then ``token_level_rewards``) with the whole score on
+the last response token. ``trloo`` needs each turn's reward on *that turn's* last token:
+
+* verl's default V1 trainer (``trainer.use_v1=true``) builds ``rm_scores`` with
+  ``AgentLoopOutput.as_dict()``; the loop returns a `KernelAgentLoopOutput`, whose ``as_dict``
+  places the per-turn rewards (``place_turn_rewards``). Nothing to configure.
+* the legacy trainer (``trainer.use_v1=false``) pads outputs in ``AgentLoopWorker._postprocess``;
+  select ``TurnRewardAgentLoopManager`` with the override
+  ``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=`` followed by
+  ``tritongym.integrations.verl.agent_loop.TurnRewardAgentLoopManager``; its workers rewrite
+  ``rm_scores`` the same way. (Do not set it with V1: V1 needs its TransferQueue manager.)
+
 Outcome estimators (``grpo``, ``rloo``) see the same total either way.
 
 Options (keyword arguments of the agent loop; set them in an ``agent_loop_config_path`` YAML entry
 ``{name: tritongym_kernel, _target_: tritongym.integrations.verl.agent_loop.KernelAgentLoop, ...}``):
 ``problems`` (a problem-set spec, default ``builtin``), ``max_turns`` (3), ``feedback`` (``standard``),
-``history`` (only ``full``: verl keeps one append-only token row per trajectory), ``extract``
+``history`` (only ``full``: verl keeps one append-only token row per trajectory), ``max_turn_tokens``
+(a cap on each turn's generation, sent as ``max_tokens``; every turn is also capped by what is left of
+``rollout.response_length``), ``extract``
 (``last``), ``success`` (``never``), ``evaluator`` (``local``: the in-process ``LocalPool``; ``ray``:
 a ``RayPool`` in verl's Ray cluster; ``http(s)://host:port``: the tritongym service), ``workers``
 (pool slots), ``eval_options`` (``EvalOptions`` fields; ``reward`` as a dict of ``RewardConfig``).
@@ -56,7 +66,8 @@ from verl.utils.profiler import simple_timer
 
 from tritongym.env import FullHistory, KernelEnv, parse_history
 
-__all__ = ["KernelAgentLoop", "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker", "place_turn_rewards"]
+__all__ = ["KernelAgentLoop", "KernelAgentLoopOutput", "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker",
+           "place_turn_rewards"]
 
 TURN_REWARDS = "turn_scores"  # verl's own extra-field name for per-turn scores (one per model turn here)
 
@@ -172,12 +183,29 @@ def _resolve_problem(extra_info: Any, problems: str) -> Any:
     raise ValueError(f"tritongym_kernel: no problem {name!r} in the problem set {problems!r}")
 
 
+class KernelAgentLoopOutput(AgentLoopOutput):
+    """``AgentLoopOutput`` whose token scores put each turn's reward on the turn's last token.
+
+    verl's V1 trainer stores ``as_dict()`` in its TransferQueue; ``rm_scores`` there becomes
+    ``token_level_rewards``.
+    """
+
+    def as_dict(self) -> dict[str, Any]:
+        output = super().as_dict()
+        rewards = self.extra_fields.get(TURN_REWARDS)
+        if "rm_scores" in output and rewards:
+            output["rm_scores"] = place_turn_rewards(output["response_mask"][None], [rewards],
+                                                     output["rm_scores"][None])[0]
+        return output
+
+
 @register("tritongym_kernel")
 class KernelAgentLoop(AgentLoopBase):
     """Multi-turn kernel writing: generate → extract → evaluate → feedback (masked) → next turn."""
 
     def __init__(self, *args: Any, problems: str = "builtin", max_turns: int = 3, feedback: str = "standard",
-                 history: str = "full", extract: str = "last", success: str | None = None,
+                 history: str = "full", max_turn_tokens: int | None = None, extract: str = "last",
+                 success: str | None = None,
                  evaluator: str = "local", workers: int | None = None,
                  eval_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -188,7 +216,11 @@ class KernelAgentLoop(AgentLoopBase):
             )
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"tritongym_kernel: max_turns must be an integer >= 1, got {max_turns!r}")
+        if max_turn_tokens is not None and (not isinstance(max_turn_tokens, int) or max_turn_tokens < 1):
+            raise ValueError(
+                f"tritongym_kernel: max_turn_tokens must be a positive integer or null, got {max_turn_tokens!r}")
         self.problems = problems
+        self.max_turn_tokens = max_turn_tokens
         self.env_options = {"max_turns": max_turns, "feedback": feedback, "history": history, "extract": extract,
                             "success": success}
         self.options = _eval_options(eval_options)
@@ -210,9 +242,11 @@ class KernelAgentLoop(AgentLoopBase):
         num_messages = len(messages)
         while True:
             step_timing: dict[str, float] = {}
+            budget = self.response_length - len(mask)  # ≥ 1: checked before the feedback was appended
+            params = {**sampling_params, "max_tokens": min(budget, self.max_turn_tokens or budget)}
             with simple_timer("generate_sequences", step_timing):
                 output = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=runtime, sampling_params=sampling_params)
+                    request_id=request_id, prompt_ids=runtime, sampling_params=params)
             timing["generate_sequences"] += step_timing["generate_sequences"]
             if output.log_probs and logprobs is None and not mask:
                 logprobs = []
@@ -242,7 +276,7 @@ class KernelAgentLoop(AgentLoopBase):
             "tritongym_turns": turns,
             "reward_extra_info": _trajectory_metrics(turns),
         }
-        return AgentLoopOutput(
+        return KernelAgentLoopOutput(
             prompt_ids=runtime[: len(runtime) - len(mask)],
             response_ids=response_ids[:cut],
             response_mask=mask[:cut],
