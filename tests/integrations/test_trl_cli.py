@@ -73,11 +73,16 @@ def test_smoke_run_tiny_random_two_turns_two_steps(tmp_path):
 
 
 @needs_trl
-def test_bad_settings_are_usage_errors(tmp_path):
-    proc = _train("--model", "tiny-random", "--num-generations", "1", "--out", str(tmp_path / "a"))
-    assert proc.returncode == 2 and "num_generations must be >= 2" in proc.stderr
-    proc = _train("--model", "tiny-random", "--only", "no_such_problem", "--out", str(tmp_path / "b"))
-    assert proc.returncode == 2 and "no_such_problem" in proc.stderr
+def test_bad_settings_are_usage_errors(tmp_path, capsys):
+    from tritongym.cli import main
+
+    base = ["train", "--trainer", "trl", "--model", "tiny-random"]
+    assert main([*base, "--num-generations", "1", "--out", str(tmp_path / "a")]) == 2
+    assert "num_generations must be >= 2" in capsys.readouterr().err
+    assert main([*base, "--only", "no_such_problem", "--out", str(tmp_path / "b")]) == 2
+    assert "no_such_problem" in capsys.readouterr().err
+    assert main([*base, "--model", str(tmp_path / "missing-model"), "--out", str(tmp_path / "c")]) == 2
+    assert "tiny-random" in capsys.readouterr().err  # the message says what --model accepts
 
 
 def test_without_trl_the_error_names_the_extra(tmp_path):

@@ -30,12 +30,11 @@ INSTALL_HINT = "pip install 'tritongym[trl]' (install your torch first; see docs
 
 def require_trl() -> None:
     """Raise a `TritongymError` naming the extra when TRL (or what it needs here) is missing."""
-    missing = []
-    for module in ("trl", "transformers", "datasets", "tokenizers", "accelerate"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
+    import importlib.util
+
+    # find_spec, not import: the check is instant, and a usage error is reported before any heavy import.
+    missing = [m for m in ("trl", "transformers", "datasets", "tokenizers", "accelerate")
+               if importlib.util.find_spec(m) is None]
     if missing:
         raise TritongymError(f"the TRL integration needs {', '.join(missing)}: {INSTALL_HINT}")
 
@@ -88,7 +87,7 @@ def _load_model(name: str, prompts: list[list[dict[str, str]]], seed: int) -> tu
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # a missing folder, an unknown id, no network
         raise TritongymError(f"cannot load model {name!r}: {exc}; give a local path, a Hugging Face model id, "
                              "or 'tiny-random'") from exc
     if tokenizer.pad_token is None:
