@@ -67,7 +67,10 @@ def _tokenizer_of(trainer: Any) -> Any:
 
 def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: int) -> list[Generation]:
     """Sample one reply per context from the trainer's own model (``generate``, no vLLM), with
-    the trainer's temperature / top-p / top-k, stopping at the tokenizer's EOS."""
+    the trainer's temperature / top-p / top-k, stopping at the tokenizer's EOS.
+
+    Meant for one process or plain data parallelism; with sharded parameters (ZeRO-3, FSDP) or a
+    vLLM server, pass `KernelRollout` a ``generator`` that talks to the inference engine."""
     import torch
 
     tokenizer = _tokenizer_of(trainer)
