@@ -123,6 +123,7 @@ def verl_config(tmp_path_factory):
             f"actor_rollout_ref.rollout.response_length={RESPONSE_LENGTH}",
             "actor_rollout_ref.rollout.agent.default_agent_loop=tritongym_kernel",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={root / 'agent_loops.yaml'}",
+            "trainer.use_v1=false",  # the legacy trainer: the one that needs the manager below
             "+actor_rollout_ref.rollout.agent.agent_loop_manager_class="
             "tritongym.integrations.verl.agent_loop.TurnRewardAgentLoopManager",
         ])

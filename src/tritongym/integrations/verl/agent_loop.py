@@ -36,7 +36,8 @@ Options (keyword arguments of the agent loop; set them in an ``agent_loop_config
 (a cap on each turn's generation, sent as ``max_tokens``; every turn is also capped by what is left of
 ``rollout.response_length``), ``extract``
 (``last``), ``success`` (``never``), ``evaluator`` (``local``: the in-process ``LocalPool``; ``ray``:
-a ``RayPool`` in verl's Ray cluster; ``http(s)://host:port``: the tritongym service), ``workers``
+a ``RayPool`` in verl's Ray cluster, ``workers`` actors per agent-loop worker process;
+``http(s)://host:port``: the tritongym service, bearer token from ``TRITONGYM_TOKEN``), ``workers``
 (pool slots), ``eval_options`` (``EvalOptions`` fields; ``reward`` as a dict of ``RewardConfig``).
 
 Each dataset row names its problem in ``extra_info["problem"]`` (an id or name in ``problems``), or
@@ -46,6 +47,7 @@ carries the source in ``extra_info["problem_source"]``.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -109,7 +111,7 @@ class _ServiceEvaluator(_PoolEvaluator):
 
         from tritongym.service import Client
 
-        self.client = Client(url)
+        self.client = Client(url, token=os.environ.get("TRITONGYM_TOKEN"))  # the service's bearer token, if any
         self.options = options
         self._threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tritongym-service")
         self.url = url
