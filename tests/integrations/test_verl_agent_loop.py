@@ -289,6 +289,24 @@ def test_history_policies_that_rewrite_context_are_refused(rollout, verl_config)
         asyncio.run(build(evaluator="redis://x"))
 
 
+def test_a_turn_without_tokens_is_an_error_not_a_silent_shift(rollout, verl_config):
+    worker, _, _ = rollout
+
+    class Aborting:
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            return TokenOutput(token_ids=[], stop_reason="aborted")
+
+    async def run():
+        loop = KernelAgentLoop(trainer_config=DictConfigWrap(verl_config), server_manager=Aborting(),
+                               tokenizer=worker.tokenizer, processor=None, dataset_cls=worker.dataset_cls,
+                               data_config=DictConfigWrap(verl_config.data), workers=2,
+                               eval_options={"device": "cpu", "timeout": 120})  # the shared evaluator
+        return await loop.run({}, raw_prompt=[], extra_info={"problem": "02_leaky_relu"})
+
+    with pytest.raises(RuntimeError, match="no tokens for turn 1 .stop_reason='aborted'"):
+        asyncio.run(run())
+
+
 def test_manager_config_key_selects_turn_reward_workers(verl_config):
     from verl.utils.import_utils import load_class_from_fqn
 

@@ -250,6 +250,10 @@ class KernelAgentLoop(AgentLoopBase):
                 output = await self.server_manager.generate(
                     request_id=request_id, prompt_ids=runtime, sampling_params=params)
             timing["generate_sequences"] += step_timing["generate_sequences"]
+            if not output.token_ids:
+                # A turn without tokens has no run of response_mask to carry its reward.
+                raise RuntimeError(f"tritongym_kernel: the server returned no tokens for turn {len(turns) + 1} "
+                                   f"(stop_reason={output.stop_reason!r})")
             if output.log_probs and logprobs is None and not mask:
                 logprobs = []
             merged, mask, logprobs = await self.ct_merge_assistant_token(
