@@ -8,6 +8,10 @@ the device-to-host path is driven with a stand-in op on a ``meta`` tensor.
 
 from __future__ import annotations
 
+import os
+import sys
+
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
@@ -103,6 +107,52 @@ def test_attribution_skips_any_number_of_the_tracers_own_frames():
     # ... and a launch hook (launches.py) or the kernel checks (kernels.py) are the harness too.
     hook = _frames_in(optrace.__file__.replace("optrace.py", "launches.py"), "def hook(who):\n    return who()\n")
     assert hook["hook"](Attribution(__file__).who) == "harness"
+
+
+def test_package_dir_is_the_imported_packages_real_folder():
+    import triton
+
+    assert optrace._package_dir("triton") == os.path.realpath(os.path.dirname(triton.__file__)) + os.sep
+    assert optrace._package_dir("tritongym_no_such_package") is None  # not imported
+    assert optrace._package_dir("sys") is None  # built in: no file
+
+
+@pytest.mark.parametrize("inside, verdict", [
+    ("runtime/jit.py", "triton"), ("language/core.py", "triton"), ("backends/driver.py", "triton"),
+    ("compiler/compiler.py", "triton"), ("__init__.py", "triton"),
+    ("testing.py", "candidate"),  # Triton's other modules are looked through, to this test file
+])
+def test_tritons_runtime_frames_decide_triton(inside, verdict):
+    machinery = _frames_in(optrace._package_dir("triton") + inside, "def launch(who):\n    return who()\n")
+    assert machinery["launch"](Attribution(__file__).who) == verdict
+
+
+def test_without_triton_imported_no_frame_is_tritons(monkeypatch):
+    import triton
+
+    frames = _frames_in(os.path.dirname(triton.__file__) + "/runtime/jit.py", "def launch(who):\n    return who()\n")
+    monkeypatch.delitem(sys.modules, "triton")
+    assert frames["launch"](Attribution(__file__).who) == "candidate"
+
+
+def test_the_candidate_file_is_recognised_through_a_symlink(tmp_path):
+    real = tmp_path / "solution.py"
+    real.write_text("")
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    by_link = _frames_in(str(link), "def forward(who):\n    return who()\n")
+    assert by_link["forward"](Attribution(str(real)).who) == "candidate"
+    by_real = _frames_in(str(real), "def forward(who):\n    return who()\n")
+    assert by_real["forward"](Attribution(str(link)).who) == "candidate"
+
+
+def test_a_pseudo_file_name_is_never_resolved_as_a_path(tmp_path, monkeypatch):
+    # Code compiled from a string ("<string>") is not the candidate's file, even when a file of that
+    # name happens to sit in the working directory.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "<string>").write_text("")
+    from_string = _frames_in("<string>", "def forward(who):\n    return who()\n")
+    assert from_string["forward"](Attribution(str(tmp_path / "<string>")).who) == "other"
 
 
 # -- data flow -----------------------------------------------------------------------------------------
