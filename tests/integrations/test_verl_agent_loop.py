@@ -78,7 +78,9 @@ class ScriptedTokenServer:
         self.calls.append((request_id, turn, len(prompt_ids), sampling_params["max_tokens"]))
         ids = self.tokenizer.encode(self.scripts[key][turn], add_special_tokens=False)
         ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+        # As verl's LLMServerClient does: the weight versions the tokens came from.
+        fields = {"min_global_steps": 3, "max_global_steps": 3 + turn}
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed", extra_fields=fields)
 
 
 def _make_model_dir(path: Path) -> None:
@@ -188,6 +190,9 @@ def test_turn_counts_masks_and_model_tokens(rollout):
         turns = out.non_tensor_batch["tritongym_turns"][row]
         assert [t["status"] for t in turns] == statuses
         assert out.non_tensor_batch["tritongym/turns"][row] == len(statuses)
+        # verl's staleness tags: weights of the first turn to those of the last.
+        assert out.non_tensor_batch["min_global_steps"][row] == 3
+        assert out.non_tensor_batch["max_global_steps"][row] == 3 + len(statuses) - 1
     # Each turn asked for at most max_turn_tokens, and never more than the row had left.
     assert len(calls) == sum(len(r[1]) for r in ROWS)
     initial = {request: prompt for request, turn, prompt, _ in calls if turn == 0}  # one request id per row
@@ -265,6 +270,8 @@ def test_v1_trainer_rm_scores_from_as_dict(rollout, verl_config):
     assert isinstance(output, KernelAgentLoopOutput)
     assert output.reward_score == pytest.approx(sum(rewards))
     fields = output.as_dict()
+    # V1 tags each TransferQueue row with these (int); a loop without them breaks verl's metrics.
+    assert fields["extra_fields"]["min_global_steps"] == 3 and fields["extra_fields"]["max_global_steps"] == 5
     ends = [end - 1 for _, end in _runs(fields["response_mask"])]
     assert len(ends) == len(statuses)
     expected = torch.zeros(len(fields["response_mask"]))

@@ -242,6 +242,7 @@ class KernelAgentLoop(AgentLoopBase):
         turn_rewards: list[float] = []
         turns: list[dict[str, Any]] = []
         num_messages = len(messages)
+        server_fields: dict[str, Any] = {}
         while True:
             step_timing: dict[str, float] = {}
             budget = self.response_length - len(mask)  # ≥ 1: checked before the feedback was appended
@@ -254,6 +255,12 @@ class KernelAgentLoop(AgentLoopBase):
                 # A turn without tokens has no run of response_mask to carry its reward.
                 raise RuntimeError(f"tritongym_kernel: the server returned no tokens for turn {len(turns) + 1} "
                                    f"(stop_reason={output.stop_reason!r})")
+            # The server's fields (weight versions for verl's staleness tags): the first turn's, with
+            # the last turn's max_global_steps, as verl's own tool agent loop keeps them.
+            if not server_fields:
+                server_fields.update(output.extra_fields)
+            elif output.extra_fields.get("max_global_steps") is not None:
+                server_fields["max_global_steps"] = output.extra_fields["max_global_steps"]
             if output.log_probs and logprobs is None and not mask:
                 logprobs = []
             merged, mask, logprobs = await self.ct_merge_assistant_token(
@@ -278,6 +285,7 @@ class KernelAgentLoop(AgentLoopBase):
         response_ids = runtime[len(runtime) - len(mask):]
         cut = self.response_length
         extra = {
+            **server_fields,
             TURN_REWARDS: turn_rewards,
             "tritongym_turns": turns,
             "reward_extra_info": _trajectory_metrics(turns),
