@@ -7,6 +7,9 @@ then compared with ``tritongym.rl``'s own functions.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -211,3 +214,12 @@ def test_lr_hook_options_from_the_environment(monkeypatch):
     finally:
         lr_decay.uninstall()
     assert lr_decay.record({"batch_num_tokens": 10, "global_batch_size": 2}) == {}  # no hook: nothing recorded
+
+
+def test_a_mistyped_lr_setting_is_reported_on_import_verl():
+    import subprocess
+
+    env = {**os.environ, lr_decay.ENV_VAR: "surge=3"}
+    proc = subprocess.run([sys.executable, "-c", "import verl"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert "tritongym: TRITONGYM_VERL_LR_DECAY: expected '1' or 'key=value,...'" in proc.stderr

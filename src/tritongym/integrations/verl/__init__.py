@@ -16,8 +16,15 @@ rollout stack); verl imports it in its agent-loop workers through
 
 from __future__ import annotations
 
+import logging
+
 from tritongym.integrations.verl import advantages, lr_decay, policy_loss
 
-lr_decay.install_from_env()
+try:
+    lr_decay.install_from_env()
+except ValueError as exc:
+    # verl logs a failing plug-in at DEBUG level only; a mistyped setting must not pass unseen.
+    logging.getLogger(__name__).error("tritongym: %s", exc)
+    raise
 
 __all__ = ["advantages", "lr_decay", "policy_loss"]
