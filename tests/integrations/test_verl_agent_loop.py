@@ -218,6 +218,9 @@ def test_each_turn_reward_sits_on_its_last_token(rollout):
     # The honest kernels really passed the sandboxed evaluator; the wrong one really failed.
     first = out.non_tensor_batch["tritongym_turns"][0]
     assert first[0]["correct"] is False and first[1]["correct"] is True
+    # PRS keeps every incorrect turn; a correct one's coverage is unmeasured on a CPU (None).
+    assert first[0]["prs_keep_probability"] == 1.0 and first[1]["prs_keep_probability"] is None
+    assert "prs_keep_probability" not in first[2]  # a void turn has no verdict
     # verl's own placement (the total on the last response token) is what the manager replaces.
     assert out.batch["rm_scores"][1].sum().item() == pytest.approx(0.5)
 

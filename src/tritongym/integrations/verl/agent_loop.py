@@ -307,6 +307,10 @@ def _turn_record(info: dict[str, Any], reward: float, tokens: int) -> dict[str, 
     record: dict[str, Any] = {"turn": info["turn"], "status": info["status"], "reward": float(reward),
                               "tokens": tokens, "eval_s": float(info.get("eval_s", 0.0))}
     if result is not None:
+        from tritongym.evaluator.reward import prs_keep_probability
+
+        # PRS's keep probability (None: correct but coverage unmeasured, i.e. no GPU); recorded, not applied.
+        record["prs_keep_probability"] = prs_keep_probability(result)
         record.update({"correct": bool(result.correct), "speedup": result.speedup, "coverage": result.coverage,
                        "sandbox": str(result.sandbox),
                        "violations": [str(v.code) for v in result.violations]})
