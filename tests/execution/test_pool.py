@@ -190,3 +190,22 @@ def test_slots_spread_over_the_visible_gpus():
     assert slot_device("cuda", 3, 1) == "cuda"
     assert slot_device("cuda:2", 0, 4) == "cuda:2"  # an explicit device is kept
     assert slot_device("cpu", 1, 4) == "cpu"
+
+
+def test_an_env_evaluator_on_a_given_pool_evaluates_there_and_leaves_it_open(pool):
+    # The env's PoolEvaluator over an existing pool (what the verl agent loop shares per process):
+    # the same verdicts, sync and async, on that pool's slots; closing the evaluator keeps the pool.
+    from tritongym.env import PoolEvaluator
+
+    evaluator = PoolEvaluator(OPTIONS, pool=pool)
+    served = pool.stats().completed
+    honest, wrong = HONEST.read_text(), WRONG.read_text()
+    assert [r.status for r in evaluator.evaluate_many([(RELU_PROBLEM, honest), (RELU_PROBLEM, wrong)])] \
+        == [Status.OK, Status.INCORRECT]
+    assert asyncio.run(evaluator.aevaluate(RELU_PROBLEM, honest)).status == Status.OK
+    assert pool.stats().completed == served + 3
+    assert evaluator.describe()["backend"] == "LocalPool" and evaluator.describe()["max_workers"] == 2
+    evaluator.close()
+    assert evaluator.evaluate(RELU_PROBLEM, wrong).status == Status.INCORRECT  # the pool is still open
+    with pytest.raises(ValueError, match="either a pool or an evaluate_fn"):
+        PoolEvaluator(OPTIONS, pool=pool, evaluate_fn=lambda *_: None)

@@ -73,13 +73,19 @@ class PoolEvaluator:
         max_workers: concurrent evaluations (pool slots); on a GPU the timing of concurrent
             candidates interferes, so keep it at the number of devices there.
         evaluate_fn: ``(problem, solution, options) -> EvalResult`` run on a thread pool instead
-            (a test double, a remote client); None: the `LocalPool`, started on first use.
+            (a test double, a remote client such as ``tritongym.service.Client.evaluate``);
+            None: the execution pool.
+        pool: an execution pool to evaluate on (a `LocalPool`, a `RayPool`: anything with
+            ``submit(EvalRequest) -> Future``), shared and left open by `close`; None: a
+            `LocalPool` of `max_workers` slots, started on first use and closed by `close`.
     """
 
     def __init__(self, options: EvalOptions | None = None, *, max_workers: int = 1,
-                 evaluate_fn: Callable[..., EvalResult] | None = None) -> None:
+                 evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None) -> None:
         if not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be an integer >= 1, got {max_workers!r}")
+        if pool is not None and evaluate_fn is not None:
+            raise ValueError("give a PoolEvaluator either a pool or an evaluate_fn, not both")
         if options is None:
             from tritongym.evaluator import EvalOptions
 
@@ -88,7 +94,8 @@ class PoolEvaluator:
         self.max_workers = max_workers
         self._evaluate_fn = evaluate_fn
         self._pool: ThreadPoolExecutor | None = None
-        self._execution_pool: Any = None
+        self._execution_pool: Any = pool
+        self._owns_execution_pool = pool is None
         self._lock = threading.Lock()
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -131,14 +138,22 @@ class PoolEvaluator:
         return await loop.run_in_executor(self._executor(), self.evaluate, problem, solution)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "pool", "max_workers": self.max_workers, "options": options_to_dict(self.options),
-                "backend": "local" if self._evaluate_fn is None else "function"}
+        if self._evaluate_fn is not None:
+            backend = "function"
+        elif self._owns_execution_pool:
+            backend = "local"
+        else:
+            backend = type(self._execution_pool).__name__
+        workers = self.max_workers if self._owns_execution_pool else getattr(self._execution_pool, "workers", None)
+        return {"kind": "pool", "max_workers": workers, "options": options_to_dict(self.options), "backend": backend}
 
     def close(self) -> None:
         """Wait for running evaluations and release the threads and workers."""
         with self._lock:
             pool, self._pool = self._pool, None
-            execution_pool, self._execution_pool = self._execution_pool, None
+            execution_pool = None
+            if self._owns_execution_pool:
+                execution_pool, self._execution_pool = self._execution_pool, None
         if pool is not None:
             pool.shutdown(wait=True)
         if execution_pool is not None:

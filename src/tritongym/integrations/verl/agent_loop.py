@@ -46,7 +46,6 @@ carries the source in ``extra_info["problem_source"]``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections.abc import Sequence
@@ -66,7 +65,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.protocol import DataProto
 from verl.utils.profiler import simple_timer
 
-from tritongym.env import FullHistory, KernelEnv, parse_history
+from tritongym.env import FullHistory, KernelEnv, PoolEvaluator, parse_history
 
 __all__ = ["KernelAgentLoop", "KernelAgentLoopOutput", "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker",
            "place_turn_rewards"]
@@ -76,51 +75,6 @@ TURN_REWARDS = "turn_scores"  # verl's own extra-field name for per-turn scores 
 _shared_lock = threading.Lock()
 _shared_evaluators: dict[tuple[Any, ...], Any] = {}
 _shared_problems: dict[str, list[Any]] = {}
-
-
-class _PoolEvaluator:
-    """The `Evaluator` protocol over any `tritongym.execution` pool (local or Ray)."""
-
-    def __init__(self, pool: Any, options: Any) -> None:
-        self.pool = pool
-        self.options = options
-
-    def _submit(self, problem: Any, solution: str) -> Any:
-        from tritongym.execution import EvalRequest
-
-        return self.pool.submit(EvalRequest(problem, solution, self.options))
-
-    def evaluate(self, problem: Any, solution: str) -> Any:
-        return self._submit(problem, solution).result()
-
-    def evaluate_many(self, pairs: Sequence[tuple[Any, str]]) -> list[Any]:
-        return [future.result() for future in [self._submit(p, s) for p, s in pairs]]
-
-    async def aevaluate(self, problem: Any, solution: str) -> Any:
-        return await asyncio.wrap_future(self._submit(problem, solution))
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "pool", "backend": type(self.pool).__name__, "workers": self.pool.workers}
-
-
-class _ServiceEvaluator(_PoolEvaluator):
-    """The `Evaluator` protocol over the tritongym HTTP service (``tritongym serve``)."""
-
-    def __init__(self, url: str, options: Any) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from tritongym.service import Client
-
-        self.client = Client(url, token=os.environ.get("TRITONGYM_TOKEN"))  # the service's bearer token, if any
-        self.options = options
-        self._threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tritongym-service")
-        self.url = url
-
-    def _submit(self, problem: Any, solution: str) -> Any:
-        return self._threads.submit(self.client.evaluate, problem, solution, self.options)
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "service", "url": self.url}
 
 
 def _eval_options(spec: dict[str, Any] | None) -> Any:
@@ -145,9 +99,13 @@ def shared_evaluator(kind: str, workers: int | None, options: Any) -> Any:
             if kind in ("local", "ray"):
                 from tritongym.execution import make_pool
 
-                evaluator = _PoolEvaluator(make_pool(kind, workers), options)
+                evaluator = PoolEvaluator(options, pool=make_pool(kind, workers))
             elif kind.startswith(("http://", "https://")):
-                evaluator = _ServiceEvaluator(kind, options)
+                from tritongym.service import Client
+
+                # The service queues and runs the jobs; these threads only wait on its answers.
+                client = Client(kind, token=os.environ.get("TRITONGYM_TOKEN"))  # the bearer token, if any
+                evaluator = PoolEvaluator(options, max_workers=64, evaluate_fn=client.evaluate)
             else:
                 raise ValueError(
                     f"tritongym_kernel: evaluator must be 'local', 'ray' or an http(s):// URL of a tritongym "
