@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -335,3 +336,31 @@ def test_place_turn_rewards_rejects_a_count_mismatch():
     placed = place_turn_rewards(mask, [[0.1, 0.2]], torch.tensor([[0.0, 0.0, 0.0, 0.3, 0.0]]))
     assert placed[0].tolist() == pytest.approx([0.0, 0.1, 0.0, 0.2, 0.0])
     assert place_turn_rewards(mask, [None], torch.ones(1, 5)).tolist() == [[1.0] * 5]
+
+
+def test_the_service_evaluator_option_evaluates_through_a_real_tritongym_serve(tmp_path):
+    # evaluator: http(s)://... — the agent loop's evaluations go to `tritongym serve` (a real server on
+    # loopback over a real SQLite file), with the loop's options; honest and wrong verdicts come back.
+    import importlib.util
+
+    # The service tests' server helper, loaded by path (verl's venv has another top-level `tests`).
+    spec = importlib.util.spec_from_file_location("service_conftest", ROOT / "tests" / "service" / "conftest.py")
+    service_conftest = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("service_conftest", service_conftest)  # its dataclasses look themselves up there
+    spec.loader.exec_module(service_conftest)
+    Server = service_conftest.Server
+
+    from tritongym.integrations.verl.agent_loop import _eval_options, shared_evaluator
+    from tritongym.tasks import load_problems
+
+    problem = next(p for p in load_problems("builtin") if p.name == "01_scaled_add")
+    server = Server(db=tmp_path / "jobs.db", workers=1).start()
+    try:
+        evaluator = shared_evaluator(server.url, None, _eval_options({"device": "cpu", "timeout": 120}))
+        assert shared_evaluator(server.url, None, _eval_options({"device": "cpu", "timeout": 120})) is evaluator
+        honest, wrong = evaluator.evaluate_many([(problem, HONEST_ADD), (problem, WRONG_ADD)])
+        assert (str(honest.status), str(wrong.status)) == ("ok", "incorrect")
+        assert honest.reward > 0 and wrong.reward == 0
+        assert str(asyncio.run(evaluator.aevaluate(problem, WRONG_ADD)).status) == "incorrect"
+    finally:
+        server.stop()
