@@ -11,16 +11,15 @@ the same command resumes. ``tritongym agent`` is the command-line face of `run_a
 from __future__ import annotations
 
 import asyncio
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tritongym.env.client import ChatClient, ChatError, ContextLengthError
 from tritongym.env.core import KernelEnv, Turn
-from tritongym.env.evaluators import Evaluator, PoolEvaluator, options_to_dict
+from tritongym.env.evaluators import Evaluator, PoolEvaluator
+from tritongym.env.records import run_provenance, trajectory_record, turn_record
 from tritongym.env.store import TrajectoryStore, trajectory_key
 from tritongym.errors import TritongymError
 
@@ -102,41 +101,13 @@ def make_env(config: AgentConfig, problems: list[Problem], evaluator: Evaluator)
 
 def provenance(config: AgentConfig, env: KernelEnv, evaluator: Evaluator) -> dict[str, Any]:
     """Versions, device, evaluator options, template hashes, model and sampling of a run."""
-    import torch
-    import triton
-
-    from tritongym import __version__
-
-    options = getattr(evaluator, "options", None)
-    device = getattr(options, "device", None)
-    if device in (None, "auto"):
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     return {
-        "tritongym": __version__, "torch": torch.__version__, "triton": triton.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "device": device, "device_name": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor(),
-        "evaluator": evaluator.describe() if hasattr(evaluator, "describe") else {"kind": type(evaluator).__name__},
-        "evaluator_options": options_to_dict(options),
-        "prompt_templates": env.templates.hashes(),
-        "template_origins": dict(env.templates.origins),
+        **run_provenance(env, evaluator),
         "model": config.model, "base_url": config.base_url, "sampling": config.sampling(),
         "tts": {"mode": config.tts, "turns": config.turns, "iterations": config.iterations,
                 "keep_best": config.keep_best, "evaluation_budget": config.evaluation_budget},
         "feedback": {"level": config.feedback, "max_chars": env.feedback.budget},
-        "history": env.history.describe(), "stop_on": config.stop_on, "recheck": config.recheck,
-    }
-
-
-def _turn_record(turn: Turn, messages: list[dict[str, str]], reply, info: dict[str, Any],
-                 generation_s: float, wall_s: float) -> dict[str, Any]:
-    return {
-        "turn": turn.turn, "iteration": turn.iteration, "messages": messages, "reply": turn.reply,
-        "reasoning": reply.reasoning, "code": turn.code, "void": turn.void, "status": turn.status,
-        "result": turn.result.to_dict() if turn.result is not None else None, "reward": turn.reward,
-        "feedback": turn.feedback, "feedback_message": turn.message,
-        "usage": reply.usage, "finish_reason": reply.finish_reason, "request_attempts": reply.attempts,
-        "generation_s": round(generation_s, 4), "eval_s": round(turn.eval_s, 4), "env_s": round(info["env_s"], 6),
-        "wall_s": round(wall_s, 4),
+        "stop_on": config.stop_on, "recheck": config.recheck,
     }
 
 
@@ -235,8 +206,10 @@ class AgentRunner:
                     break
                 generation_s = time.monotonic() - turn_started
                 next_observation, _, terminated, truncated, info = await env.astep(reply.content)
-                record = _turn_record(env.turns[-1], observation, reply, info, generation_s,
-                                      time.monotonic() - turn_started)
+                record = turn_record(env.turns[-1], observation, info, generation_s=generation_s,
+                                     wall_s=time.monotonic() - turn_started, usage=reply.usage,
+                                     finish_reason=reply.finish_reason, reasoning=reply.reasoning,
+                                     request_attempts=reply.attempts)
                 self.store.append_turn(key, record)
                 records.append(record)
                 self._bar.update(1)
@@ -259,16 +232,9 @@ class AgentRunner:
                        "selection": {"status": str(best.result.status), "reward": best.reward,
                                      "speedup": best.result.speedup,
                                      "speedup_vs_compile": getattr(best.result, "speedup_vs_compile", None)}}
-        self.store.append_trajectory({
-            "problem": problem.name, "problem_id": problem.problem_id, "level": problem.level,
-            "problem_hash": problem.content_hash, "sample": sample, "mode": config.tts,
-            "turn_budget": env.turn_budget, "stop_reason": stop_reason, "turns": records,
-            "best_turn": best.turn if best else None,
-            "best_reward": best.reward if best else 0.0, "recheck": recheck,
-            "resumed_from_turn": len(journaled) if journaled else None,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "provenance": self.provenance,
-        })
+        self.store.append_trajectory(trajectory_record(
+            problem, env, sample=sample, mode=config.tts, stop_reason=stop_reason, turns=records,
+            provenance=self.provenance, recheck=recheck, resumed_from_turn=len(journaled) if journaled else None))
 
 
 def run_agent(config: AgentConfig, *, evaluator: Evaluator | None = None, options: EvalOptions | None = None,

@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tritongym.env.core import KernelEnv, _load_problems
-from tritongym.env.evaluators import Evaluator, PoolEvaluator, options_to_dict
+from tritongym.env.evaluators import Evaluator, PoolEvaluator
 from tritongym.env.extract import CodeExtractor
+from tritongym.env.records import run_provenance, trajectory_record, turn_record
 from tritongym.env.store import TrajectoryStore, load_trajectories
 
 if TYPE_CHECKING:
@@ -259,17 +258,10 @@ class KernelRollout:
             for i, g, messages, (obs, _reward, terminated, truncated, info), ctx in zip(
                     active, generations, [observations[i] for i in active], steps, contexts, strict=True):
                 turn = envs[i].turns[-1]
-                records[i].append({
-                    "turn": turn.turn, "iteration": turn.iteration, "messages": messages, "reply": turn.reply,
-                    "reasoning": None, "code": turn.code, "void": turn.void, "status": turn.status,
-                    "result": turn.result.to_dict() if turn.result is not None else None, "reward": turn.reward,
-                    "feedback": turn.feedback, "feedback_message": turn.message,
-                    "usage": {"prompt_tokens": len(ctx), "completion_tokens": len(g.token_ids)},
-                    "finish_reason": "stop" if g.token_ids and g.token_ids[-1] == tokenizer.eos_token_id
-                    else "length",
-                    "generation_s": round(generation_s, 4), "eval_s": round(turn.eval_s, 4),
-                    "env_s": round(info["env_s"], 6), "wall_s": round(generation_s + turn.eval_s, 4),
-                })
+                records[i].append(turn_record(
+                    turn, messages, info, generation_s=generation_s, wall_s=generation_s + turn.eval_s,
+                    usage={"prompt_tokens": len(ctx), "completion_tokens": len(g.token_ids)},
+                    finish_reason="stop" if g.token_ids and g.token_ids[-1] == tokenizer.eos_token_id else "length"))
                 observations[i] = obs
                 if terminated or truncated:
                     stop[i] = "success" if terminated else "budget"
@@ -307,20 +299,10 @@ class KernelRollout:
     # -- trajectories -----------------------------------------------------------------------------
 
     def provenance(self) -> dict[str, Any]:
-        import torch
-        import triton
-
-        from tritongym import __version__
-
-        options = getattr(self.evaluator, "options", None)
         env = self.make_env()
-        return {"tritongym": __version__, "torch": torch.__version__, "triton": triton.__version__,
-                "python": platform.python_version(), "platform": platform.platform(),
-                "evaluator": self.evaluator.describe() if hasattr(self.evaluator, "describe") else
-                {"kind": type(self.evaluator).__name__},
-                "evaluator_options": options_to_dict(options), "prompt_templates": env.templates.hashes(),
+        return {**run_provenance(env, self.evaluator),
                 "feedback": {"level": self.feedback if isinstance(self.feedback, str) else "custom"},
-                "history": env.history.describe(), "trainer": "trl", **self.extra_provenance}
+                "trainer": "trl", **self.extra_provenance}
 
     def _write(self, trainer: Any, problems: list[Problem], envs: list[KernelEnv],
                records: list[list[dict[str, Any]]], stop: list[str]) -> None:
@@ -329,16 +311,9 @@ class KernelRollout:
         for problem, env, turns, reason in zip(problems, envs, records, stop, strict=True):
             sample = self._samples.get(problem.problem_id, 0)
             self._samples[problem.problem_id] = sample + 1
-            best = env.best_turn()
-            self.store.append_trajectory({
-                "problem": problem.name, "problem_id": problem.problem_id, "level": problem.level,
-                "problem_hash": problem.content_hash, "sample": sample, "mode": "sequential",
-                "turn_budget": env.turn_budget, "stop_reason": reason, "turns": turns,
-                "best_turn": best.turn if best else None, "best_reward": best.reward if best else 0.0,
-                "recheck": None, "resumed_from_turn": None, "training_step": step,
-                "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "provenance": provenance,
-            })
+            self.store.append_trajectory(trajectory_record(
+                problem, env, sample=sample, mode="sequential", stop_reason=reason, turns=turns,
+                provenance=provenance, training_step=step))
 
     def close(self) -> None:
         """Release the evaluator's pool when this rollout made it."""
