@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dr.Kernel-style multi-turn RL for Triton kernels with verl 0.9.1 + tritongym: TRLOO advantages, MRS
-# mismatch rejection, PR (profiling-based reward), 3 turns, the paper's hyper-parameters.
+# mismatch rejection, PR (profiling-based reward), PRS (the `tritongym` trainer mode), group filtering
+# on last-turn rewards (verl's own), 3 turns, the paper's hyper-parameters.
 #
 # UNVERIFIED: never run on GPUs here. Every key below exists in verl 0.9.1's config schema
 # (tests/integrations/test_verl_recipe.py composes this exact list onto verl's ppo_trainer config and
@@ -26,6 +27,8 @@ python3 -m verl.trainer.main_ppo \
     algorithm.use_kl_in_reward=False \
     algorithm.rollout_correction.rollout_is=token \
     algorithm.rollout_correction.rollout_is_threshold=1e9 \
+    algorithm.filter_groups.enable=True \
+    algorithm.filter_groups.metric=tritongym/last_reward \
     data.train_files=$DATA_DIR/train.parquet \
     data.val_files=$DATA_DIR/val.parquet \
     data.train_batch_size=16 \
@@ -67,6 +70,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.val_kwargs.do_sample=True \
     actor_rollout_ref.rollout.agent.default_agent_loop=tritongym_kernel \
     actor_rollout_ref.rollout.agent.agent_loop_config_path=$HERE/agent_loops.yaml \
+    trainer.v1.trainer_mode=tritongym \
     trainer.nnodes=$NNODES \
     trainer.n_gpus_per_node=$GPUS_PER_NODE \
     trainer.save_freq=10 \
@@ -74,7 +78,7 @@ python3 -m verl.trainer.main_ppo \
     trainer.val_before_train=True \
     trainer.total_epochs=1000 \
     trainer.project_name=tritongym \
-    trainer.experiment_name=drkernel-trloo-mrs-pr \
+    trainer.experiment_name=drkernel-trloo-mrs-pr-prs \
     trainer.logger='["console","wandb"]' \
     +ray_kwargs.ray_init.runtime_env.env_vars.TRITONGYM_EVAL_URL=${TRITONGYM_EVAL_URL:-local} \
     "$@"

@@ -68,6 +68,11 @@ def test_every_override_is_a_verl_key_with_the_recipe_value(recipe_config):
     # The names resolve in verl's own registries (the plug-in registered them on import verl).
     assert core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator).__module__.startswith("tritongym.")
     assert core_algos.get_policy_loss_fn(cfg.actor_rollout_ref.actor.policy_loss.loss_mode) is not None
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    assert get_trainer_cls(cfg.trainer.v1.trainer_mode).__module__ == "tritongym.integrations.verl.trainer"  # PRS
+    # Dr.Kernel's group filter on last-turn rewards: verl's replay buffer reads this reward_extra_info key.
+    assert cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.metric == "tritongym/last_reward"
 
 
 def test_verl_builds_its_config_dataclasses_from_the_recipe(recipe_config):
@@ -76,6 +81,7 @@ def test_verl_builds_its_config_dataclasses_from_the_recipe(recipe_config):
 
     algorithm = omega_conf_to_dataclass(cfg.algorithm)
     assert algorithm.adv_estimator == "trloo"
+    assert algorithm.filter_groups.enable and algorithm.filter_groups.metric == "tritongym/last_reward"
     # verl's trainer reads rollout_correction as a mapping; its dataclass checks the fields.
     fields = {k: v for k, v in dict(algorithm.rollout_correction).items() if k != "_target_"}
     correction = RolloutCorrectionConfig(**fields)

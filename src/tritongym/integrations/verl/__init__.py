@@ -7,7 +7,9 @@ Importing it registers:
 * advantage estimator ``trloo`` (``advantages``; ``algorithm.adv_estimator=trloo``);
 * policy loss ``tritongym_drkernel`` (``policy_loss``; PPO dual clip + Dr.Kernel MRS,
   ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``);
-* the response-length LR decay hook when ``TRITONGYM_VERL_LR_DECAY`` is set (``lr_decay``).
+* the response-length LR decay hook when ``TRITONGYM_VERL_LR_DECAY`` is set (``lr_decay``);
+* V1 trainer ``tritongym`` (``trainer``; verl's sync trainer plus Dr.Kernel's PRS per turn,
+  ``trainer.v1.trainer_mode=tritongym``), when TransferQueue (verl's V1 trainer's store) is installed.
 
 The ``tritongym_kernel`` agent loop (``agent_loop``) is not imported here (it pulls in verl's
 rollout stack); verl imports it in its agent-loop workers through
@@ -16,9 +18,13 @@ rollout stack); verl imports it in its agent-loop workers through
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 from tritongym.integrations.verl import advantages, lr_decay, policy_loss
+
+if importlib.util.find_spec("transfer_queue") is not None:  # without it verl's V1 trainers cannot run either
+    from tritongym.integrations.verl import trainer
 
 try:
     lr_decay.install_from_env()
@@ -28,3 +34,5 @@ except ValueError as exc:
     raise
 
 __all__ = ["advantages", "lr_decay", "policy_loss"]
+if "trainer" in globals():
+    __all__.append("trainer")

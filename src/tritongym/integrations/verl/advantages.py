@@ -14,10 +14,20 @@ Select it with ``algorithm.adv_estimator=trloo``.
 Not registered: a ``grpo_loo`` (one outcome reward per trajectory, leave-one-out baseline). verl's
 own ``rloo`` is exactly that (``tritongym.rl.rloo_advantages``, a group of one included: A = R);
 ``tests/integrations/test_verl_losses.py`` checks the two agree, so use ``algorithm.adv_estimator=rloo``.
+
+Turn layout: verl hands an estimator only ``token_level_rewards``, ``response_mask`` and ``uid``, so by
+default the turns are read off the mask. A step that masks a whole turn out of the loss (PRS in the
+``tritongym`` trainer, ``trainer``) would then make that turn vanish and renumber the turns after it,
+moving them into other peer groups; Dr.Kernel keeps such a turn in its peers' baselines. The trainer
+therefore passes the turns explicitly for the duration of its advantage step (`explicit_turns`):
+``[n, L]`` turn numbers, 1-based on the model's tokens and 0 elsewhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -27,7 +37,23 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from tritongym.rl import trloo_advantages, turn_returns
 
-__all__ = ["split_turns", "trloo_advantage_return"]
+__all__ = ["explicit_turns", "split_turns", "trloo_advantage_return"]
+
+_explicit_turns: ContextVar[Tensor | None] = ContextVar("tritongym_verl_turns", default=None)
+
+
+@contextmanager
+def explicit_turns(turn_numbers: Tensor) -> Iterator[None]:
+    """Within this block ``trloo`` takes the turns from ``turn_numbers`` instead of the mask.
+
+    Args:
+        turn_numbers: ``[n, L]`` int; k ≥ 1 on the model tokens of turn k, 0 on feedback and padding.
+    """
+    token = _explicit_turns.set(turn_numbers)
+    try:
+        yield
+    finally:
+        _explicit_turns.reset(token)
 
 
 def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -44,11 +70,20 @@ def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Ten
             f"{tuple(token_level_rewards.shape)}, {tuple(response_mask.shape)}"
         )
     mask = response_mask.bool()
-    previous = torch.zeros_like(mask)
-    previous[:, 1:] = mask[:, :-1]
-    starts = mask & ~previous  # first token of each run of model tokens
-    turn_of_token = starts.long().cumsum(-1) - 1
-    num_turns = starts.sum(-1)
+    turn_numbers = _explicit_turns.get()
+    if turn_numbers is not None:
+        if turn_numbers.shape != mask.shape:
+            raise ValueError(f"explicit turns: expected shape {tuple(mask.shape)}, got {tuple(turn_numbers.shape)}")
+        numbers = turn_numbers.to(device=mask.device, dtype=torch.long)
+        # Feedback after turn k belongs to turn k (as below); a masked-out turn keeps its number.
+        turn_of_token = torch.cummax(numbers, dim=-1).values - 1
+        num_turns = numbers.max(dim=-1).values if numbers.numel() else torch.zeros(mask.shape[0], dtype=torch.long)
+    else:
+        previous = torch.zeros_like(mask)
+        previous[:, 1:] = mask[:, :-1]
+        starts = mask & ~previous  # first token of each run of model tokens
+        turn_of_token = starts.long().cumsum(-1) - 1
+        num_turns = starts.sum(-1)
     width = max(int(num_turns.max().item()) if mask.numel() else 0, 1)
     rewards = torch.zeros(mask.shape[0], width, dtype=torch.float64, device=mask.device)
     counted = turn_of_token >= 0

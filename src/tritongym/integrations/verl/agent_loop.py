@@ -29,6 +29,11 @@ the last response token. ``trloo`` needs each turn's reward on *that turn's* las
 
 Outcome estimators (``grpo``, ``rloo``) see the same total either way.
 
+For Dr.Kernel's PRS the V1 output also carries two token fields, ``tritongym_turn_numbers`` (turn k
+on its model tokens, 0 on feedback) and ``tritongym_prs_keep_probability`` (each turn's PRS keep
+probability on its tokens); the ``tritongym`` trainer (``trainer.v1.trainer_mode=tritongym``) draws
+and applies PRS from them before the advantage step (``tritongym.integrations.verl.trainer``).
+
 Options (keyword arguments of the agent loop; set them in an ``agent_loop_config_path`` YAML entry
 ``{name: tritongym_kernel, _target_: tritongym.integrations.verl.agent_loop.KernelAgentLoop, ...}``):
 ``problems`` (a problem-set spec, default ``builtin``), ``max_turns`` (3), ``feedback`` (``standard``),
@@ -67,10 +72,13 @@ from verl.utils.profiler import simple_timer
 
 from tritongym.env import FullHistory, KernelEnv, PoolEvaluator, parse_history
 
-__all__ = ["KernelAgentLoop", "KernelAgentLoopOutput", "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker",
-           "place_turn_rewards"]
+__all__ = ["TURN_KEEP_PROBABILITY", "TURN_NUMBERS", "KernelAgentLoop", "KernelAgentLoopOutput",
+           "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker", "place_turn_rewards", "turn_numbers"]
 
 TURN_REWARDS = "turn_scores"  # verl's own extra-field name for per-turn scores (one per model turn here)
+# Token fields the V1 trainer stores in its TransferQueue beside rm_scores (read by the tritongym trainer):
+TURN_NUMBERS = "tritongym_turn_numbers"  # k ≥ 1 on turn k's model tokens, 0 on feedback
+TURN_KEEP_PROBABILITY = "tritongym_prs_keep_probability"  # PRS keep probability of the token's turn (1 on feedback)
 
 _shared_lock = threading.Lock()
 _shared_evaluators: dict[tuple[Any, ...], Any] = {}
@@ -156,7 +164,30 @@ class KernelAgentLoopOutput(AgentLoopOutput):
         if "rm_scores" in output and rewards:
             output["rm_scores"] = place_turn_rewards(output["response_mask"][None], [rewards],
                                                      output["rm_scores"][None])[0]
+        # Per-token turn layout for the ``tritongym`` trainer's PRS (tritongym.integrations.verl.trainer).
+        numbers = turn_numbers(output["response_mask"][None])[0]
+        keep = [_keep_probability(t) for t in self.extra_fields.get("tritongym_turns", [])]
+        num_turns = int(numbers.max().item()) if numbers.numel() else 0
+        if len(keep) != num_turns:
+            raise ValueError(f"{len(keep)} turn records for {num_turns} model turns in response_mask")
+        table = torch.tensor([1.0, *keep], dtype=torch.float32)  # index 0: feedback tokens, never dropped
+        output[TURN_NUMBERS] = numbers
+        output[TURN_KEEP_PROBABILITY] = table[numbers]
         return output
+
+
+def _keep_probability(turn: dict[str, Any]) -> float:
+    p = turn.get("prs_keep_probability")
+    return 1.0 if p is None else float(p)  # unmeasured coverage (no GPU) or no verdict: PRS keeps the turn
+
+
+def turn_numbers(response_mask: Tensor) -> Tensor:
+    """``[B, L]`` long: k on the tokens of the k-th run of model tokens (k ≥ 1), 0 elsewhere."""
+    mask = response_mask.bool()
+    previous = torch.zeros_like(mask)
+    previous[:, 1:] = mask[:, :-1]
+    starts = mask & ~previous
+    return torch.where(mask, starts.long().cumsum(-1), 0)
 
 
 @register("tritongym_kernel")
@@ -267,7 +298,8 @@ def _turn_record(info: dict[str, Any], reward: float, tokens: int) -> dict[str, 
     if result is not None:
         from tritongym.evaluator.reward import prs_keep_probability
 
-        # PRS's keep probability (None: correct but coverage unmeasured, i.e. no GPU); recorded, not applied.
+        # PRS's keep probability (None: correct but coverage unmeasured, i.e. no GPU); the tritongym trainer
+        # applies it (trainer.v1.trainer_mode=tritongym), verl's own trainers ignore it.
         record["prs_keep_probability"] = prs_keep_probability(result)
         record.update({"correct": bool(result.correct), "speedup": result.speedup, "coverage": result.coverage,
                        "sandbox": str(result.sandbox),

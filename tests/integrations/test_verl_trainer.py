@@ -1,0 +1,252 @@
+"""The ``tritongym`` V1 trainer mode: Dr.Kernel's PRS per turn inside verl's own advantage step.
+
+The rows go through the path a real run takes: ``KernelAgentLoopOutput.as_dict()`` (what verl's
+V1 agent-loop worker stores), a real TransferQueue on a local Ray instance, and verl's own
+``PPOTrainer._compute_advantage`` (KL-in-reward switch, rollout correction, the registered ``trloo``
+estimator), called on a `KernelPPOTrainer` whose config is composed from verl's ``ppo_trainer``.
+Expected values come from ``tritongym.rl.trloo_advantages`` on a hand-built turn table.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+pytest.importorskip("transfer_queue", reason="TransferQueue is not installed (part of tritongym[verl])")
+
+import ray  # noqa: E402
+import transfer_queue as tq  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls  # noqa: E402
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+
+from tritongym.integrations.verl.advantages import explicit_turns, trloo_advantage_return  # noqa: E402
+from tritongym.integrations.verl.agent_loop import (  # noqa: E402
+    TURN_KEEP_PROBABILITY,
+    TURN_NUMBERS,
+    KernelAgentLoopOutput,
+    turn_numbers,
+)
+from tritongym.integrations.verl.trainer import KernelPPOTrainer, prs_turn_drop  # noqa: E402
+from tritongym.rl import trloo_advantages  # noqa: E402
+
+# Trajectories: (uid, tokens per turn, feedback tokens after each turn but the last, turn rewards,
+# PRS keep probabilities). Probabilities are 0 or 1 so the draws are known; 0 is a correct but lazy
+# kernel (coverage ≤ 0.3).
+TRAJECTORIES = [
+    ("p", [3, 2, 2], 2, [0.5, 1.5, 1.0], [1.0, 0.0, 1.0]),
+    ("p", [2, 3, 1], 1, [0.0, 1.0, 1.5], [1.0, 1.0, 1.0]),
+    ("p", [4, 2], 3, [1.0, 0.5], [0.0, 1.0]),
+    ("q", [2, 2, 2], 2, [0.0, 0.0, 1.5], [1.0, 1.0, 1.0]),
+    ("q", [3, 1, 2], 1, [1.5, 1.5, 1.5], [1.0, 1.0, 0.0]),
+]
+
+
+def _output(turn_tokens, feedback, rewards, keep) -> KernelAgentLoopOutput:
+    mask: list[int] = []
+    for i, n in enumerate(turn_tokens):
+        mask += [1] * n
+        if i < len(turn_tokens) - 1:
+            mask += [0] * feedback
+    records = [{"turn": i + 1, "status": "ok", "reward": r, "prs_keep_probability": p}
+               for i, (r, p) in enumerate(zip(rewards, keep))]
+    return KernelAgentLoopOutput(
+        prompt_ids=[1, 2, 3], response_ids=list(range(10, 10 + len(mask))), response_mask=mask,
+        response_logprobs=[-0.5] * len(mask), reward_score=float(sum(rewards)), num_turns=2 * len(rewards), metrics={},
+        extra_fields={"turn_scores": list(rewards), "tritongym_turns": records})
+
+
+@pytest.fixture(scope="module")
+def store():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    tq.init(OmegaConf.create({"enable": True, "metrics": {"enabled": False, "port": 0}, "backend": {
+        "storage_backend": "SimpleStorage", "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1}}}))
+    yield
+    tq.close()
+    ray.shutdown()
+
+
+def _config(estimator: str = "trloo"):
+    import verl
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose("ppo_trainer", overrides=[
+            f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=tritongym", "data.seed=7",
+            "actor_rollout_ref.rollout.n=3"])
+
+
+def _put(prefix: str, trajectories):
+    keys, fields = [], []
+    for i, (uid, tokens, feedback, rewards, keep) in enumerate(trajectories):
+        field = _output(tokens, feedback, rewards, keep).as_dict()
+        field.pop("extra_fields")
+        field["uid"] = uid
+        field["old_log_probs"] = field["rollout_log_probs"].clone()  # the step before writes these (π_old = π_rollout)
+        keys.append(f"{prefix}{uid}_{i}_0")  # verl's {uid}_{session}_{index} key layout
+        fields.append(field)
+    return tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields),
+                           tags=[{} for _ in keys])
+
+
+def _run(trainer_cls, prefix: str, estimator: str = "trloo", trajectories=TRAJECTORIES):
+    trainer = trainer_cls.__new__(trainer_cls)  # only the advantage step: no workers, no models
+    trainer.config = _config(estimator)
+    trainer.global_steps = 1
+    batch = _put(prefix, trajectories)
+    metrics: dict = {}
+    trainer._compute_advantage(batch, metrics)
+    data = tq.kv_batch_get(keys=batch.keys, partition_id="train",
+                           select_fields=["advantages", "response_mask", "rm_scores", TURN_NUMBERS])
+    return data.to_padded_tensor(), metrics
+
+
+def _expected(trajectories=TRAJECTORIES):
+    """Turn-level TRLOO advantages ``[n, T]`` from the turn table, dropped turns' (keep 0) rewards zeroed."""
+    n, width = len(trajectories), max(len(t[1]) for t in trajectories)
+    rewards = torch.zeros(n, width, dtype=torch.float64)
+    present = torch.zeros(n, width, dtype=torch.bool)
+    for i, (_, tokens, _, r, keep) in enumerate(trajectories):
+        present[i, : len(r)] = True
+        rewards[i, : len(r)] = torch.tensor([0.0 if k == 0 else x for x, k in zip(r, keep)])
+    groups = torch.tensor([0 if t[0] == "p" else 1 for t in trajectories])
+    return trloo_advantages(rewards, present, groups)
+
+
+def test_trainer_mode_is_registered_on_import_verl():
+    assert get_trainer_cls("tritongym") is KernelPPOTrainer
+    assert issubclass(KernelPPOTrainer, PPOTrainerSync)
+
+
+def test_prs_drops_whole_turns_by_their_keep_probability():
+    numbers = torch.tensor([[1, 1, 0, 2, 2, 0, 3], [1, 0, 2, 2, 2, 0, 0]])
+    prob = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]])
+    drop, dropped, turns = prs_turn_drop(numbers, prob, torch.Generator().manual_seed(0))
+    assert (dropped, turns) == (2, 5)
+    assert drop.tolist() == [[False, False, False, True, True, False, False],
+                             [True, False, False, False, False, False, False]]
+    # Feedback tokens (0) are never dropped, whatever value they carry.
+    assert not prs_turn_drop(numbers, torch.zeros_like(prob))[0][numbers == 0].any()
+    # p = 0.5: each turn is one draw (its tokens go together); the rate is near one half.
+    many = torch.tensor([[1, 1, 2, 2, 2]] * 4000)
+    drop, dropped, turns = prs_turn_drop(many, torch.full(many.shape, 0.5), torch.Generator().manual_seed(1))
+    assert turns == 8000 and abs(dropped / turns - 0.5) < 0.03
+    assert bool((drop[:, 0] == drop[:, 1]).all() and (drop[:, 2] == drop[:, 4]).all())
+    with pytest.raises(ValueError, match="equal"):
+        prs_turn_drop(numbers, prob[:, :3])
+
+
+def test_explicit_turns_keep_a_masked_turn_in_its_peers_baselines():
+    # Two trajectories of one prompt; row 0's turn 2 is masked out of the loss. Read off the mask,
+    # row 0's turn 3 would become "turn 2" and be compared with row 1's turn 2.
+    mask = torch.tensor([[1, 0, 0, 0, 1], [1, 0, 1, 0, 1]])
+    numbers = torch.tensor([[1, 0, 2, 0, 3], [1, 0, 2, 0, 3]])
+    scores = torch.tensor([[1.0, 0, 0.0, 0, 2.0], [0.5, 0, 1.0, 0, 0.0]])
+    index = ["u", "u"]
+    with explicit_turns(numbers):
+        adv, _ = trloo_advantage_return(scores, mask, index=index)
+    table = torch.tensor([[1.0, 0.0, 2.0], [0.5, 1.0, 0.0]], dtype=torch.float64)
+    expected = trloo_advantages(table, torch.ones(2, 3, dtype=torch.bool), torch.tensor([0, 0])).tolist()
+    assert adv[0].tolist() == pytest.approx([expected[0][0], 0, 0, 0, expected[0][2]])
+    assert adv[1].tolist() == pytest.approx([expected[1][0], 0, expected[1][1], 0, expected[1][2]])
+    plain, _ = trloo_advantage_return(scores, mask, index=index)  # the mask alone: renumbered turns
+    assert plain[0, 4].item() != pytest.approx(expected[0][2])
+    with pytest.raises(ValueError, match="explicit turns"), explicit_turns(numbers[:, :3]):
+        trloo_advantage_return(scores, mask, index=index)
+
+
+def test_as_dict_carries_the_turn_layout_and_keep_probabilities():
+    out = _output([2, 1], 2, [0.5, 1.0], [0.25, None])
+    fields = out.as_dict()
+    assert fields[TURN_NUMBERS].tolist() == [1, 1, 0, 0, 2]
+    assert fields[TURN_KEEP_PROBABILITY].tolist() == [0.25, 0.25, 1.0, 1.0, 1.0]  # None: unmeasured, kept
+    assert turn_numbers(torch.tensor([[0, 1, 1, 0, 1]])).tolist() == [[0, 1, 1, 0, 2]]
+    out.extra_fields["tritongym_turns"] = out.extra_fields["tritongym_turns"][:1]
+    with pytest.raises(ValueError, match="1 turn records for 2 model turns"):
+        out.as_dict()
+
+
+def test_verl_advantage_step_with_prs_drops_lazy_turns_and_keeps_them_in_baselines(store):
+    padded, metrics = _run(KernelPPOTrainer, "prs")
+    assert metrics["tritongym/prs_rejected_turns"] == 3.0
+    assert metrics["tritongym/prs_rejected_fraction"] == pytest.approx(3 / 14)
+    expected = _expected()
+    for i, (_, _, _, rewards, keep) in enumerate(TRAJECTORIES):
+        numbers = padded[TURN_NUMBERS][i]
+        for k, (r, p) in enumerate(zip(rewards, keep)):
+            tokens = numbers == k + 1
+            if p == 0:  # dropped: out of the loss, reward zeroed, no advantage
+                assert padded["response_mask"][i][tokens].sum() == 0
+                assert padded["rm_scores"][i][tokens].abs().sum() == 0
+                assert padded["advantages"][i][tokens].abs().sum() == 0
+            else:
+                assert padded["response_mask"][i][tokens].all()
+                assert padded["rm_scores"][i][tokens].sum().item() == pytest.approx(r)
+                assert padded["advantages"][i][tokens].tolist() == pytest.approx([expected[i, k].item()] * int(tokens.sum()))
+
+
+def test_without_lazy_turns_the_trainer_equals_verls_plain_sync_trainer(store):
+    kept = [(u, t, f, r, [1.0] * len(k)) for u, t, f, r, k in TRAJECTORIES]
+    ours, metrics = _run(KernelPPOTrainer, "ours", trajectories=kept)
+    plain, _ = _run(PPOTrainerSync, "plain", trajectories=kept)
+    assert metrics["tritongym/prs_rejected_turns"] == 0.0
+    assert torch.equal(ours["advantages"], plain["advantages"])
+    assert torch.equal(ours["response_mask"], plain["response_mask"])
+    expected = _expected(kept)
+    assert ours["advantages"][:, 0].tolist() == pytest.approx(expected[:, 0].tolist())  # first token: turn 1
+
+
+def test_verls_plain_trainer_would_train_the_lazy_turns(store):
+    # The control: verl's own sync trainer on the same rows keeps every turn, lazy ones included, in the loss.
+    padded, _ = _run(PPOTrainerSync, "ctl")
+    lazy = torch.zeros_like(padded[TURN_NUMBERS], dtype=torch.bool)
+    for i, (*_, keep) in enumerate(TRAJECTORIES):
+        for k, p in enumerate(keep):
+            lazy[i] |= (padded[TURN_NUMBERS][i] == k + 1) & (p == 0)
+    assert int(lazy.sum()) == 2 + 4 + 2
+    assert bool(padded["response_mask"][lazy].all()) and padded["advantages"][lazy].abs().sum() > 0
+
+
+def test_grpo_under_the_tritongym_trainer_masks_the_same_turns(store):
+    # Another estimator under this trainer: PRS masks, verl's own GRPO computes outcome advantages.
+    padded, metrics = _run(KernelPPOTrainer, "grpo", estimator="grpo")
+    assert metrics["tritongym/prs_rejected_turns"] == 3.0
+    dropped = padded[TURN_NUMBERS].gt(0) & padded["response_mask"].eq(0)
+    assert int(dropped.sum()) == 2 + 4 + 2
+    assert padded["advantages"][dropped].abs().sum() == 0
+    assert padded["advantages"][padded["response_mask"].bool()].abs().sum() > 0
+
+
+def test_verls_group_filter_reads_the_loops_last_turn_reward(store):
+    # Dr.Kernel rejects prompt groups whose last-turn rewards do not vary. verl's V1 replay buffer does
+    # it (algorithm.filter_groups, metric tritongym/last_reward, as in examples/verl/run_drkernel.sh);
+    # here its own classification runs on rows carrying the loop's reward_extra_info.
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from tritongym.integrations.verl.agent_loop import _trajectory_metrics
+
+    groups = {"g1": [[0.0, 1.0], [0.5, 1.5], [1.0, 0.5]],  # last turns differ: kept
+              "g2": [[0.0, 1.5], [1.5, 1.5]],              # last turns equal, earlier ones not: filtered
+              "g3": [[0.0, 0.0], [0.0, 0.0]]}              # nothing learnable: filtered
+    keys, fields = [], []
+    for uid, trajectories in groups.items():
+        tq.kv_put(key=uid, partition_id="dapo", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
+        for session, rewards in enumerate(trajectories):
+            records = [{"turn": i + 1, "status": "ok", "reward": r, "eval_s": 0.1} for i, r in enumerate(rewards)]
+            field = _output([2] * len(rewards), 1, rewards, [1.0] * len(rewards)).as_dict()
+            field["extra_fields"] = {"reward_extra_info": _trajectory_metrics(records)}
+            keys.append(f"{uid}_{session}_0")
+            fields.append(field)
+    tq.kv_batch_put(keys=keys, partition_id="dapo", fields=list_of_dict_to_tensordict(fields),
+                    tags=[{"status": "success", "global_steps": 1} for _ in keys])
+    buffer = ReplayBuffer("sync", _config(), max_off_policy_threshold=None, max_off_policy_strategy="drop",
+                          sampler_kwargs=OmegaConf.create({}), refill_fn=lambda count: None,
+                          filter_groups_metric="tritongym/last_reward")
+    buffer._sync_metadata_from_transfer_queue()
+    filtered, counts = buffer._dapo_filtered_keys("dapo")
+    assert filtered == {"g2", "g3"}
+    assert counts == {1.5: 1, 0.0: 1}
