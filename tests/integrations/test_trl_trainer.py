@@ -55,11 +55,13 @@ def _batch(keep=None):
     return inputs, output
 
 
-def _expected_token_advantages():
+def _expected_token_advantages(dropped=()):
+    """Token advantages from `trloo_advantages`; the (row, turn) pairs in ``dropped`` have reward 0."""
     rewards = torch.zeros(6, 3, dtype=torch.float64)
     mask = torch.zeros(6, 3, dtype=torch.bool)
     for i, row in enumerate(TURN_REWARDS):
-        rewards[i, : len(row)] = torch.tensor(row, dtype=torch.float64)
+        rewards[i, : len(row)] = torch.tensor([0.0 if (i, k) in dropped else r for k, r in enumerate(row)],
+                                              dtype=torch.float64)
         mask[i, : len(row)] = True
     turn_adv = trloo_advantages(rewards, mask, torch.tensor([0, 0, 0, 1, 1, 1]))
     expected = torch.zeros(6, 12)
@@ -91,20 +93,26 @@ def test_trloo_hook_equals_trloo_advantages_on_a_constructed_batch(trloo_trainer
     assert torch.equal(result["tool_mask"], output["tool_mask"])  # every keep probability 1: nothing dropped
 
 
-def test_prs_drops_rejected_turns_from_the_loss_mask_only(trloo_trainer):
+def test_prs_drops_rejected_turns_from_the_loss_and_zeroes_their_rewards(trloo_trainer):
     keep = [[1.0] * len(r) for r in TURN_REWARDS]
     keep[0][1] = 0.0  # row 0, turn 2 rejected with certainty
     keep[4][2] = 0.0
     inputs, output = _batch(keep)
     env_mask = output["tool_mask"].clone()
     result = trloo_trainer._apply_turn_advantages(inputs, output)
-    assert torch.allclose(result["advantages"], _expected_token_advantages(), atol=1e-6)  # baselines unchanged
     dropped = env_mask.clone()
     dropped[0, 4:6] = 0
     dropped[4, 7:12] = 0
     assert torch.equal(result["tool_mask"], dropped)
     assert int(result["num_items_in_batch"]) == int(dropped.sum())
     assert trloo_trainer._metrics["train"]["tritongym/prs_rejected_turns"][-1] == 2.0
+    # Dr.Kernel: a dropped turn's reward is zeroed, and it still counts (with 0) in its peers' baselines
+    # and in its own trajectory's reward-to-go.
+    expected = _expected_token_advantages(dropped={(0, 1), (4, 2)})
+    assert torch.allclose(result["advantages"][dropped.bool()], expected[dropped.bool()], atol=1e-6)
+    assert not torch.allclose(expected, _expected_token_advantages(), atol=1e-3)
+    # Row 0, turn 1: G = 0.0 + 0 (turn 2 zeroed) + 1.0; peers' turn-1 returns 0.5 (row 1) and 0.0 (row 2).
+    assert result["advantages"][0, 0] == pytest.approx(1.0 - (0.5 + 0.0) / 2)
 
 
 def test_trloo_hook_needs_the_rollout_fields(trloo_trainer):

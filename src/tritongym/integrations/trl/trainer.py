@@ -11,9 +11,10 @@ advantages with per-token ones:
 where a group is a run of ``num_generations`` rows (TRL's layout) and the baseline of a turn is the
 mean reward-to-go of the other trajectories of the prompt that reached it. TRL's loss accepts
 ``[B, T]`` advantages as they are. PRS (Dr.Kernel's profiling-based rejection sampling) is applied
-as a mask: each turn is kept with its keep probability (``turn_keep_prob`` from the rollout, 1
-when coverage is unmeasured, i.e. on a CPU) and a dropped turn's tokens leave the loss mask, while
-the turn still counts in its peers' baselines (docs/rl.md, the TRLOO note).
+before the advantages, in Dr.Kernel's order: each turn is kept with its keep probability
+(``turn_keep_prob`` from the rollout, 1 when coverage is unmeasured, i.e. on a CPU); a dropped
+turn's reward is zeroed and its tokens leave the loss mask, while the turn still counts in its peers'
+baselines (docs/rl.md, the TRLOO note) — as the verl plug-in's ``tritongym`` trainer does.
 
 `ResponseLengthLRCallback` feeds each optimizer step's mean response length (TRL's
 ``completions/mean_length``) to a `tritongym.rl.ResponseLengthLRDecay` scheduler given to the
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
@@ -96,27 +97,33 @@ class TRLOOGRPOTrainer(GRPOTrainer):
             turn_mask[i, : len(row_rewards)] = True
             keep_prob[i, : len(row_keep)] = torch.tensor(row_keep, dtype=torch.float64)
         groups = torch.arange(n) // group_size  # TRL: consecutive runs of num_generations rows
-        advantages = trloo_advantages(rewards, turn_mask, groups, gamma=self.turn_gamma)  # A [n, T]
         start = self.accelerator.process_index * len(inputs)
+        # PRS before the advantages (Dr.Kernel's order). The draw covers the whole batch; process 0's
+        # is broadcast so every process zeroes the same rewards (their RNG states may differ).
+        keep = torch.ones(n, turns, dtype=torch.bool)
+        if self.prs:
+            keep = prs_sample(keep_prob.flatten(), generator=self._prs_generator).view_as(keep_prob) | ~turn_mask
+            if self.accelerator.num_processes > 1:
+                shared = [keep]
+                broadcast_object_list(shared, from_process=0)
+                keep = shared[0]
+        # A dropped turn's reward is zeroed ("zero rewards of masked turns") and it stays in its peers'
+        # baselines and its trajectory's reward-to-go; its tokens leave the loss below.
+        advantages = trloo_advantages(torch.where(keep, rewards, 0.0), turn_mask, groups, gamma=self.turn_gamma)
         local_adv = advantages[start: start + len(inputs)]
         spans = [row["turn_spans"] for row in inputs]
         width = output["completion_ids"].shape[1]
         device = output["completion_ids"].device
         output["advantages"] = turn_token_advantages(local_adv, spans, width).to(device)
 
-        rejected = 0
-        if self.prs:
-            local_prob = keep_prob[start: start + len(inputs)]
-            local_mask = turn_mask[start: start + len(inputs)]
-            keep = prs_sample(local_prob.flatten(), generator=self._prs_generator).view_as(local_prob) | ~local_mask
-            drop = (~keep).to(torch.float64)
-            rejected = int(drop.sum())
-            if rejected:
-                token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
-                base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
-                output["tool_mask"] = base * (~token_drop).to(base.dtype)
-                loss_mask = output["completion_mask"] * output["tool_mask"]
-                output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        drop = (~keep[start: start + len(inputs)]).to(torch.float64)
+        rejected = int(drop.sum())
+        if rejected:
+            token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
+            base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+            output["tool_mask"] = base * (~token_drop).to(base.dtype)
+            loss_mask = output["completion_mask"] * output["tool_mask"]
+            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         metrics = self._metrics[mode]
         metrics["tritongym/trloo_advantage_abs"].append(float(advantages[turn_mask].abs().mean()))
         metrics["tritongym/turns_per_trajectory"].append(float(turn_mask.sum(dim=1).double().mean()))
