@@ -83,6 +83,8 @@ def test_bad_settings_are_usage_errors(tmp_path, capsys):
     assert "no_such_problem" in capsys.readouterr().err
     assert main([*base, "--model", str(tmp_path / "missing-model"), "--out", str(tmp_path / "c")]) == 2
     assert "tiny-random" in capsys.readouterr().err  # the message says what --model accepts
+    assert main([*base, "--group-filter-std", "-1", "--out", str(tmp_path / "d")]) == 2
+    assert "group_filter_std must be >= 0" in capsys.readouterr().err
 
 
 def test_without_trl_the_error_names_the_extra(tmp_path):

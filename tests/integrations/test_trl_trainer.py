@@ -115,6 +115,34 @@ def test_prs_drops_rejected_turns_from_the_loss_and_zeroes_their_rewards(trloo_t
     assert result["advantages"][0, 0] == pytest.approx(1.0 - (0.5 + 0.0) / 2)
 
 
+def test_group_filter_masks_groups_whose_last_turn_rewards_do_not_vary(trloo_trainer):
+    # PRS zeroes the last turn of every row of prompt 2 (rows 3-5): their last-turn rewards are then all
+    # 0, so Dr.Kernel's filter (std < 1e-3, after PRS) takes the whole group out of the loss.
+    keep = [[1.0] * len(r) for r in TURN_REWARDS]
+    keep[3][1] = keep[4][2] = keep[5][0] = 0.0
+    inputs, output = _batch(keep)
+    env_mask = output["tool_mask"].clone()
+    trloo_trainer.group_filter_std = 1e-3
+    try:
+        result = trloo_trainer._apply_turn_advantages(inputs, output)
+    finally:
+        trloo_trainer.group_filter_std = None
+    assert not result["tool_mask"][3:].any() and not result["advantages"][3:].any()
+    assert torch.equal(result["tool_mask"][:3], env_mask[:3])  # prompt 1's last turns differ: kept whole
+    assert torch.allclose(result["advantages"][:3], _expected_token_advantages()[:3], atol=1e-6)
+    assert int(result["num_items_in_batch"]) == int(env_mask[:3].sum())
+    metrics = trloo_trainer._metrics["train"]
+    assert metrics["tritongym/filtered_groups"][-1] == 1.0 and metrics["tritongym/prs_rejected_turns"][-1] == 3.0
+    # Every group filtered: nothing left to learn from, and the loss's divisor stays finite.
+    inputs, output = _batch([[0.0] * len(r) for r in TURN_REWARDS])
+    trloo_trainer.group_filter_std = 1e-3
+    try:
+        result = trloo_trainer._apply_turn_advantages(inputs, output)
+    finally:
+        trloo_trainer.group_filter_std = None
+    assert not result["tool_mask"].any() and int(result["num_items_in_batch"]) == 1
+
+
 def test_trloo_hook_needs_the_rollout_fields(trloo_trainer):
     with pytest.raises(ValueError, match="KernelRollout"):
         trloo_trainer._apply_turn_advantages([{"prompt": "p"}] * 3, {})

@@ -53,7 +53,7 @@ def _output(turn_tokens, feedback, rewards, keep) -> KernelAgentLoopOutput:
         if i < len(turn_tokens) - 1:
             mask += [0] * feedback
     records = [{"turn": i + 1, "status": "ok", "reward": r, "prs_keep_probability": p}
-               for i, (r, p) in enumerate(zip(rewards, keep))]
+               for i, (r, p) in enumerate(zip(rewards, keep, strict=True))]
     return KernelAgentLoopOutput(
         prompt_ids=[1, 2, 3], response_ids=list(range(10, 10 + len(mask))), response_mask=mask,
         response_logprobs=[-0.5] * len(mask), reward_score=float(sum(rewards)), num_turns=2 * len(rewards), metrics={},
@@ -63,8 +63,9 @@ def _output(turn_tokens, feedback, rewards, keep) -> KernelAgentLoopOutput:
 @pytest.fixture(scope="module")
 def store():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    tq.init(OmegaConf.create({"enable": True, "metrics": {"enabled": False, "port": 0}, "backend": {
-        "storage_backend": "SimpleStorage", "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1}}}))
+    storage = {"total_storage_size": 1000, "num_data_storage_units": 1}
+    tq.init(OmegaConf.create({"enable": True, "metrics": {"enabled": False, "port": 0},
+                              "backend": {"storage_backend": "SimpleStorage", "SimpleStorage": storage}}))
     yield
     tq.close()
     ray.shutdown()
@@ -110,9 +111,9 @@ def _expected(trajectories=TRAJECTORIES):
     n, width = len(trajectories), max(len(t[1]) for t in trajectories)
     rewards = torch.zeros(n, width, dtype=torch.float64)
     present = torch.zeros(n, width, dtype=torch.bool)
-    for i, (_, tokens, _, r, keep) in enumerate(trajectories):
+    for i, (_, _, _, r, keep) in enumerate(trajectories):
         present[i, : len(r)] = True
-        rewards[i, : len(r)] = torch.tensor([0.0 if k == 0 else x for x, k in zip(r, keep)])
+        rewards[i, : len(r)] = torch.tensor([0.0 if k == 0 else x for x, k in zip(r, keep, strict=True)])
     groups = torch.tensor([0 if t[0] == "p" else 1 for t in trajectories])
     return trloo_advantages(rewards, present, groups)
 
@@ -177,7 +178,7 @@ def test_verl_advantage_step_with_prs_drops_lazy_turns_and_keeps_them_in_baselin
     expected = _expected()
     for i, (_, _, _, rewards, keep) in enumerate(TRAJECTORIES):
         numbers = padded[TURN_NUMBERS][i]
-        for k, (r, p) in enumerate(zip(rewards, keep)):
+        for k, (r, p) in enumerate(zip(rewards, keep, strict=True)):
             tokens = numbers == k + 1
             if p == 0:  # dropped: out of the loss, reward zeroed, no advantage
                 assert padded["response_mask"][i][tokens].sum() == 0
@@ -186,7 +187,8 @@ def test_verl_advantage_step_with_prs_drops_lazy_turns_and_keeps_them_in_baselin
             else:
                 assert padded["response_mask"][i][tokens].all()
                 assert padded["rm_scores"][i][tokens].sum().item() == pytest.approx(r)
-                assert padded["advantages"][i][tokens].tolist() == pytest.approx([expected[i, k].item()] * int(tokens.sum()))
+                want = [expected[i, k].item()] * int(tokens.sum())
+                assert padded["advantages"][i][tokens].tolist() == pytest.approx(want)
 
 
 def test_without_lazy_turns_the_trainer_equals_verls_plain_sync_trainer(store):

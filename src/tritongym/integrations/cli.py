@@ -19,7 +19,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             steps=args.steps, num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate, temperature=args.temperature,
             feedback=args.feedback, extract=args.extract, device=args.device, eval_workers=args.eval_workers,
-            gamma=args.gamma, prs=not args.no_prs, length_lr_decay=args.length_lr_decay, seed=args.seed)
+            gamma=args.gamma, prs=not args.no_prs, group_filter_std=args.group_filter_std,
+            length_lr_decay=args.length_lr_decay, seed=args.seed)
         require_trl()
     except (TritongymError, ValueError) as exc:
         print(f"tritongym train: {exc}", file=sys.stderr)
@@ -74,6 +75,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--gamma", type=float, default=1.0, help="TRLOO discount over turns (default: %(default)s)")
     p.add_argument("--no-prs", action="store_true", help="no profiling-based rejection sampling (PRS needs a GPU's "
                                                          "coverage; without one it keeps every turn anyway)")
+    p.add_argument("--group-filter-std", type=float, default=None, metavar="STD",
+                   help="Dr.Kernel's group filter: a prompt's trajectories leave the loss when their last-turn "
+                        "rewards have a std below STD (Dr.Kernel: 1e-3; default: off)")
     p.add_argument("--length-lr-decay", action="store_true",
                    help="response-length-triggered LR decay (tritongym.rl.ResponseLengthLRDecay, paper defaults)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")

@@ -60,6 +60,7 @@ class TrlTrainConfig:
     eval_workers: int = 1
     gamma: float = 1.0
     prs: bool = True
+    group_filter_std: float | None = None
     length_lr_decay: bool = False
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +74,8 @@ class TrlTrainConfig:
             raise ValueError("num_generations must be >= 2: GRPO and TRLOO compare a prompt's trajectories")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.group_filter_std is not None and not self.group_filter_std >= 0:
+            raise ValueError(f"group_filter_std must be >= 0, got {self.group_filter_std}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
 
@@ -146,7 +149,8 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
         trainer = TRLOOGRPOTrainer(model=model, reward_funcs=[TrajectoryReward()], args=args,
                                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                                    rollout_func=rollout, callbacks=callbacks, optimizers=optimizers,
-                                   turn_gamma=config.gamma, prs=config.prs, prs_seed=config.seed)
+                                   turn_gamma=config.gamma, prs=config.prs, prs_seed=config.seed,
+                                   group_filter_std=config.group_filter_std)
         started = time.monotonic()
         trainer.train()
         wall_s = time.monotonic() - started

@@ -33,7 +33,7 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from tritongym.rl import ResponseLengthLRDecay, prs_sample, trloo_advantages
+from tritongym.rl import ResponseLengthLRDecay, prs_sample, trloo_advantages, zero_variance_group_mask
 
 __all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "turn_token_advantages"]
 
@@ -58,14 +58,21 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         turn_gamma: γ, the discount over turns (Dr.Kernel: 1.0).
         prs: apply PRS (default True; a no-op where coverage is unmeasured).
         prs_seed: seed of the PRS draws (None: torch's global generator).
+        group_filter_std: Dr.Kernel's group filter (``REJECTION_SAMPLE``, threshold 1e-3): a prompt
+            group whose last-turn rewards (after PRS) have a population std below this leaves the loss
+            (``tritongym.rl.zero_variance_group_mask``). TRL cannot resample a step's prompts, so the
+            group is masked rather than replaced. None (default): no filter.
     """
 
     def __init__(self, *args: Any, turn_gamma: float = 1.0, prs: bool = True, prs_seed: int | None = None,
-                 **kwargs: Any) -> None:
+                 group_filter_std: float | None = None, **kwargs: Any) -> None:
         if not 0.0 <= turn_gamma <= 1.0:
             raise ValueError(f"turn_gamma must be in [0, 1], got {turn_gamma}")
+        if group_filter_std is not None and not group_filter_std >= 0:
+            raise ValueError(f"group_filter_std must be >= 0 or None, got {group_filter_std}")
         super().__init__(*args, **kwargs)
         self.turn_gamma = float(turn_gamma)
+        self.group_filter_std = group_filter_std
         self.prs = prs
         self._prs_generator = None
         if prs_seed is not None:
@@ -109,26 +116,36 @@ class TRLOOGRPOTrainer(GRPOTrainer):
                 keep = shared[0]
         # A dropped turn's reward is zeroed ("zero rewards of masked turns") and it stays in its peers'
         # baselines and its trajectory's reward-to-go; its tokens leave the loss below.
-        advantages = trloo_advantages(torch.where(keep, rewards, 0.0), turn_mask, groups, gamma=self.turn_gamma)
+        rewards = torch.where(keep, rewards, 0.0)
+        rejected = int((~keep[start: start + len(inputs)]).sum())  # this process's PRS-dropped turns
+        filtered_groups = 0
+        if self.group_filter_std is not None:
+            # Dr.Kernel's group filter on last-turn rewards, after PRS: a row of a filtered group keeps no turn.
+            last = rewards.gather(1, (turn_mask.sum(dim=1) - 1).clamp_min(0)[:, None])[:, 0]
+            keep_rows = zero_variance_group_mask(last, groups, min_std=self.group_filter_std)
+            filtered_groups = int((~keep_rows).sum()) // group_size
+            keep = keep & keep_rows[:, None]
+        advantages = trloo_advantages(rewards, turn_mask, groups, gamma=self.turn_gamma)
         local_adv = advantages[start: start + len(inputs)]
         spans = [row["turn_spans"] for row in inputs]
         width = output["completion_ids"].shape[1]
         device = output["completion_ids"].device
-        output["advantages"] = turn_token_advantages(local_adv, spans, width).to(device)
-
         drop = (~keep[start: start + len(inputs)]).to(torch.float64)
-        rejected = int(drop.sum())
-        if rejected:
+        output["advantages"] = turn_token_advantages(local_adv * (1.0 - drop), spans, width).to(device)
+        if drop.any():
             token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
             base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
             output["tool_mask"] = base * (~token_drop).to(base.dtype)
             loss_mask = output["completion_mask"] * output["tool_mask"]
-            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+            # TRL divides by this count; a batch left with no token keeps 1 so its (zero) loss stays finite.
+            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum().clamp_min(1)
         metrics = self._metrics[mode]
         metrics["tritongym/trloo_advantage_abs"].append(float(advantages[turn_mask].abs().mean()))
         metrics["tritongym/turns_per_trajectory"].append(float(turn_mask.sum(dim=1).double().mean()))
         metrics["tritongym/prs_rejected_turns"].append(float(self.accelerator.gather(
             torch.tensor(float(rejected), device=device)).sum()))
+        if self.group_filter_std is not None:
+            metrics["tritongym/filtered_groups"].append(float(filtered_groups))
         return output
 
 

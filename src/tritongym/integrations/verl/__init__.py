@@ -24,7 +24,7 @@ import logging
 from tritongym.integrations.verl import advantages, lr_decay, policy_loss
 
 if importlib.util.find_spec("transfer_queue") is not None:  # without it verl's V1 trainers cannot run either
-    from tritongym.integrations.verl import trainer
+    from tritongym.integrations.verl import trainer  # noqa: F401  (registers the trainer mode)
 
 try:
     lr_decay.install_from_env()
