@@ -85,6 +85,8 @@ def test_bad_settings_are_usage_errors(tmp_path, capsys):
     assert "tiny-random" in capsys.readouterr().err  # the message says what --model accepts
     assert main([*base, "--group-filter-std", "-1", "--out", str(tmp_path / "d")]) == 2
     assert "group_filter_std must be >= 0" in capsys.readouterr().err
+    assert main([*base, "--dvp-alpha", "1.5", "--out", str(tmp_path / "e")]) == 2
+    assert "dvp_alpha must be in (0, 1]" in capsys.readouterr().err
 
 
 def test_without_trl_the_error_names_the_extra(tmp_path):

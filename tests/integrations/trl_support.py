@@ -17,7 +17,7 @@ PID = "builtin/01_scaled_add"
 
 
 def make_trainer(rollout: KernelRollout, tmp_path: Path, *, num_generations: int = 2, steps: int = 2,
-                 max_new_tokens: int = 16, trainer_cls=None, **kwargs):
+                 max_new_tokens: int = 16, trainer_cls=None, min_p: float | None = None, **kwargs):
     """A real (TRLOO)GRPOTrainer over `rollout` with a seeded tiny-random model (CPU)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
@@ -32,7 +32,7 @@ def make_trainer(rollout: KernelRollout, tmp_path: Path, *, num_generations: int
                       per_device_train_batch_size=num_generations, num_generations=num_generations,
                       max_completion_length=max_new_tokens, learning_rate=1e-3,
                       logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False, beta=0.0,
-                      seed=0, disable_tqdm=True)
+                      seed=0, disable_tqdm=True, min_p=min_p)
     cls = trainer_cls or TRLOOGRPOTrainer
     return cls(model=model, reward_funcs=[TrajectoryReward()], args=args, train_dataset=Dataset.from_list(rows),
                processing_class=tokenizer, rollout_func=rollout, **kwargs)

@@ -20,7 +20,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate, temperature=args.temperature,
             feedback=args.feedback, extract=args.extract, device=args.device, eval_workers=args.eval_workers,
             gamma=args.gamma, prs=not args.no_prs, group_filter_std=args.group_filter_std,
-            length_lr_decay=args.length_lr_decay, seed=args.seed)
+            dvp_alpha=args.dvp_alpha, length_lr_decay=args.length_lr_decay, seed=args.seed)
         require_trl()
     except (TritongymError, ValueError) as exc:
         print(f"tritongym train: {exc}", file=sys.stderr)
@@ -78,6 +78,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--group-filter-std", type=float, default=None, metavar="STD",
                    help="Dr.Kernel's group filter: a prompt's trajectories leave the loss when their last-turn "
                         "rewards have a std below STD (Dr.Kernel: 1e-3; default: off)")
+    p.add_argument("--dvp-alpha", type=float, default=None, metavar="ALPHA",
+                   help="dynamic vocabulary pruning: sample with min-p ALPHA and train on the pruned policy's "
+                        "log-probs (tritongym.rl.dvp_log_probs; default: off)")
     p.add_argument("--length-lr-decay", action="store_true",
                    help="response-length-triggered LR decay (tritongym.rl.ResponseLengthLRDecay, paper defaults)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")

@@ -66,7 +66,7 @@ def _tokenizer_of(trainer: Any) -> Any:
 
 def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: int) -> list[Generation]:
     """Sample one reply per context from the trainer's own model (``generate``, no vLLM), with
-    the trainer's temperature / top-p / top-k, stopping at the tokenizer's EOS.
+    the trainer's temperature / top-p / top-k / min-p, stopping at the tokenizer's EOS.
 
     Meant for one process or plain data parallelism; with sharded parameters (ZeRO-3, FSDP) or a
     vLLM server, pass `KernelRollout` a ``generator`` that talks to the inference engine."""
@@ -90,12 +90,13 @@ def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: i
         with torch.no_grad():
             out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                  max_new_tokens=max_new_tokens, do_sample=True, temperature=args.temperature,
-                                 top_p=args.top_p, top_k=args.top_k or 0, pad_token_id=pad, eos_token_id=eos,
+                                 top_p=args.top_p, top_k=args.top_k or 0, min_p=args.min_p,
+                                 pad_token_id=pad, eos_token_id=eos,
                                  output_scores=True, return_dict_in_generate=True)
     finally:
         model.train(was_training)
     new = out.sequences[:, width:]
-    # scores: one [B, V] tensor per generated position, after temperature / top-k / top-p
+    # scores: one [B, V] tensor per generated position, after temperature / top-k / top-p / min-p
     logps = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)  # [B, N, V]
     chosen = logps.gather(-1, new.unsqueeze(-1)).squeeze(-1)  # [B, N]
     generations = []

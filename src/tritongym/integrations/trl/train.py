@@ -61,6 +61,7 @@ class TrlTrainConfig:
     gamma: float = 1.0
     prs: bool = True
     group_filter_std: float | None = None
+    dvp_alpha: float | None = None
     length_lr_decay: bool = False
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -76,6 +77,8 @@ class TrlTrainConfig:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.group_filter_std is not None and not self.group_filter_std >= 0:
             raise ValueError(f"group_filter_std must be >= 0, got {self.group_filter_std}")
+        if self.dvp_alpha is not None and not 0 < self.dvp_alpha <= 1:
+            raise ValueError(f"dvp_alpha must be in (0, 1], got {self.dvp_alpha}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
 
@@ -139,7 +142,7 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
             num_generations=config.num_generations, max_completion_length=config.max_new_tokens,
             learning_rate=config.learning_rate, temperature=config.temperature, logging_steps=1,
             save_strategy="no", report_to="none", use_cpu=not cuda, bf16=False, beta=0.0, seed=config.seed,
-            disable_tqdm=not progress, **config.extra)
+            disable_tqdm=not progress, min_p=config.dvp_alpha, **config.extra)
         callbacks: list[Any] = [RunLogCallback(out)]
         optimizers: tuple[Any, Any] = (None, None)
         if config.length_lr_decay:
@@ -150,7 +153,7 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
                                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                                    rollout_func=rollout, callbacks=callbacks, optimizers=optimizers,
                                    turn_gamma=config.gamma, prs=config.prs, prs_seed=config.seed,
-                                   group_filter_std=config.group_filter_std)
+                                   group_filter_std=config.group_filter_std, dvp_alpha=config.dvp_alpha)
         started = time.monotonic()
         trainer.train()
         wall_s = time.monotonic() - started

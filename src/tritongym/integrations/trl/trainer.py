@@ -16,6 +16,15 @@ before the advantages, in Dr.Kernel's order: each turn is kept with its keep pro
 turn's reward is zeroed and its tokens leave the loss mask, while the turn still counts in its peers'
 baselines (docs/rl.md, the TRLOO note) — as the verl plug-in's ``tritongym`` trainer does.
 
+DVP (dynamic vocabulary pruning, arXiv 2512.23087; ``tritongym.rl.dvp_log_probs``) with
+``dvp_alpha=α``: the rollout samples with min-p α (``GRPOConfig(min_p=α)``, checked), and every
+log-prob the loss sees is the pruned policy's, log π_S(y) = z_y − logsumexp over {v : z_v ≥ max z +
+log α} (z = logits / temperature): the trainer's fused LM-head forward is wrapped so that, when
+TRL asks for per-token log-probs, they come from the model's own logits through
+``dvp_log_probs`` (a token outside the safe set gets no gradient). This materialises the
+``[B, L, V]`` logits that TRL's fused head avoids: fine at TRL's small scale, not for long contexts
+with large vocabularies.
+
 `ResponseLengthLRCallback` feeds each optimizer step's mean response length (TRL's
 ``completions/mean_length``) to a `tritongym.rl.ResponseLengthLRDecay` scheduler given to the
 trainer; `RunLogCallback` appends every log line to ``metrics.jsonl`` in the run folder.
@@ -25,17 +34,53 @@ from __future__ import annotations
 
 import json
 import math
+import types
 from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import broadcast_object_list, gather_object
+from accelerate.utils import broadcast_object_list, gather_object, is_peft_model
 from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.trainer.utils import FusedCausalLMOutput
 
-from tritongym.rl import ResponseLengthLRDecay, prs_sample, trloo_advantages, zero_variance_group_mask
+from tritongym.rl import ResponseLengthLRDecay, dvp_log_probs, prs_sample, trloo_advantages, zero_variance_group_mask
 
-__all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "turn_token_advantages"]
+__all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "install_dvp_log_probs",
+           "turn_token_advantages"]
+
+
+def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0) -> None:
+    """Make ``model(..., labels=..., fused_lm_head=True)`` return DVP log-probs (π_S) instead of π's.
+
+    ``model`` must already carry TRL's fused LM head (``GRPOTrainer`` adds it): other calls
+    (generation, ``fused_lm_head=False``) go to that forward unchanged. Label −100 positions get 0,
+    as TRL's head gives them.
+    """
+    fused = model.forward  # TRL's fused-head forward (an instance attribute)
+    plain = type(model).forward  # the model class's own forward: logits
+
+    def forward(self: Any, *args: Any, fused_lm_head: bool = False, labels: Any = None, shift_labels: Any = None,
+                num_items_in_batch: Any = None, **kwargs: Any) -> Any:
+        if not fused_lm_head:
+            return fused(*args, fused_lm_head=False, labels=labels, shift_labels=shift_labels,
+                         num_items_in_batch=num_items_in_batch, **kwargs)
+        kwargs["use_cache"] = False
+        logits = plain(self, *args, **kwargs).logits
+        if shift_labels is None:
+            logits, targets = logits[:, :-1], labels[:, 1:]
+        else:
+            targets = shift_labels
+        mask = targets != -100
+        dvp = dvp_log_probs(logits, targets.clamp_min(0), alpha, temperature=temperature)
+        log_probs = torch.where(mask, dvp.log_probs, 0.0)
+        with torch.no_grad():  # TRL's entropy metric: the full distribution's, as its own head reports it
+            entropy = torch.distributions.Categorical(logits=logits.float() / temperature).entropy()
+        entropy = torch.where(mask, entropy, 0.0)
+        loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
+        return FusedCausalLMOutput(loss=loss, log_probs=log_probs, entropy=entropy, label_mask=mask)
+
+    model.forward = types.MethodType(forward, model)
 
 
 def turn_token_advantages(turn_advantages: torch.Tensor, spans: list[list[list[int]]], width: int) -> torch.Tensor:
@@ -58,6 +103,8 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         turn_gamma: γ, the discount over turns (Dr.Kernel: 1.0).
         prs: apply PRS (default True; a no-op where coverage is unmeasured).
         prs_seed: seed of the PRS draws (None: torch's global generator).
+        dvp_alpha: DVP's min-p threshold α in (0, 1] (module docstring), or None (default) for the
+            full-softmax log-probs. Needs ``GRPOConfig(min_p=α)`` so sampling prunes with the same rule.
         group_filter_std: Dr.Kernel's group filter (``REJECTION_SAMPLE``, threshold 1e-3): a prompt
             group whose last-turn rewards (after PRS) have a population std below this leaves the loss
             (``tritongym.rl.zero_variance_group_mask``). TRL cannot resample a step's prompts, so the
@@ -65,12 +112,24 @@ class TRLOOGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args: Any, turn_gamma: float = 1.0, prs: bool = True, prs_seed: int | None = None,
-                 group_filter_std: float | None = None, **kwargs: Any) -> None:
+                 group_filter_std: float | None = None, dvp_alpha: float | None = None, **kwargs: Any) -> None:
         if not 0.0 <= turn_gamma <= 1.0:
             raise ValueError(f"turn_gamma must be in [0, 1], got {turn_gamma}")
         if group_filter_std is not None and not group_filter_std >= 0:
             raise ValueError(f"group_filter_std must be >= 0 or None, got {group_filter_std}")
+        if dvp_alpha is not None:
+            if not 0.0 < dvp_alpha <= 1.0:
+                raise ValueError(f"dvp_alpha must be in (0, 1], got {dvp_alpha}")
+            min_p = getattr(kwargs.get("args"), "min_p", None)
+            if min_p != dvp_alpha:
+                raise ValueError(f"dvp_alpha={dvp_alpha} needs the rollout to sample from the same pruned policy: "
+                                 f"set GRPOConfig(min_p={dvp_alpha}) (got min_p={min_p})")
         super().__init__(*args, **kwargs)
+        self.dvp_alpha = dvp_alpha
+        if dvp_alpha is not None:
+            # The object TRL gave the fused head (the base model under PEFT).
+            target = self.model.get_base_model() if is_peft_model(self.model) else self.model
+            install_dvp_log_probs(target, dvp_alpha, temperature=self.temperature)
         self.turn_gamma = float(turn_gamma)
         self.group_filter_std = group_filter_std
         self.prs = prs
