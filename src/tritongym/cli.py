@@ -483,6 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tritongym.integrations import cli as train_cli
 
     train_cli.register(commands)
+    # `tritongym openenv`: the environment over OpenEnv's protocol (issue 11; integrations/openenv/cli.py)
+    from tritongym.integrations.openenv import cli as openenv_cli
+
+    openenv_cli.register(commands)
     return parser
 
 

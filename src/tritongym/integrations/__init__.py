@@ -6,5 +6,7 @@
   ``tritongym_kernel`` agent loop and ``lr_decay`` the response-length LR hook.
 * ``tritongym.integrations.trl``: TRL 1.16 (``pip install 'tritongym[trl]'``): reward functions, a
   multi-turn ``rollout_func`` on `KernelEnv`, ``TRLOOGRPOTrainer``, callbacks, ``tiny-random``.
+* ``tritongym.integrations.openenv``: the environment as an OpenEnv server (``pip install
+  'tritongym[openenv]'``; ``tritongym openenv``; docs/openenv.md).
 * ``tritongym.integrations.cli``: ``tritongym train --trainer trl``.
 """
