@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Dr.Kernel-style multi-turn RL for Triton kernels with verl 0.9.1 + tritongym: TRLOO advantages, MRS
-# mismatch rejection, PR (profiling-based reward), PRS (the `tritongym` trainer mode), group filtering
-# on last-turn rewards (verl's own), 3 turns, the paper's hyper-parameters.
+# mismatch rejection and PRS per turn before the advantages (the `tritongym` trainer mode), PR
+# (profiling-based reward), group filtering on last-turn rewards (verl's own), 3 turns, the paper's
+# hyper-parameters.
 #
 # UNVERIFIED: never run on GPUs here. Every key below exists in verl 0.9.1's config schema
 # (tests/integrations/test_verl_recipe.py composes this exact list onto verl's ppo_trainer config and
@@ -25,8 +26,6 @@ python3 -m verl.trainer.main_ppo \
     algorithm.gamma=1.0 \
     algorithm.lam=1.0 \
     algorithm.use_kl_in_reward=False \
-    algorithm.rollout_correction.rollout_is=token \
-    algorithm.rollout_correction.rollout_is_threshold=1e9 \
     algorithm.filter_groups.enable=True \
     algorithm.filter_groups.metric=tritongym/last_reward \
     data.train_files=$DATA_DIR/train.parquet \
@@ -48,7 +47,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.clip_ratio_c=3.0 \
     actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm \
     actor_rollout_ref.actor.loss_scale_factor=1000 \
-    actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel \
+    actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_ppo \
     actor_rollout_ref.actor.use_kl_loss=False \
     actor_rollout_ref.actor.entropy_coeff=0 \
     actor_rollout_ref.actor.ulysses_sequence_parallel_size=4 \
@@ -71,6 +70,11 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.agent.default_agent_loop=tritongym_kernel \
     actor_rollout_ref.rollout.agent.agent_loop_config_path=$HERE/agent_loops.yaml \
     trainer.v1.trainer_mode=tritongym \
+    +tritongym.mrs.enable=True \
+    +tritongym.mrs.lower=0.999 \
+    +tritongym.mrs.upper=1.001 \
+    +tritongym.mrs.veto_threshold=1e-4 \
+    +tritongym.prs.enable=True \
     trainer.nnodes=$NNODES \
     trainer.n_gpus_per_node=$GPUS_PER_NODE \
     trainer.save_freq=10 \

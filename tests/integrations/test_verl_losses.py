@@ -93,9 +93,11 @@ def test_drkernel_loss_equals_tritongym_mrs_and_ppo_clip(mode):
 
 
 def test_without_mrs_the_loss_is_verls_vanilla_ppo():
+    # tritongym_ppo (registered on import verl) is this loss: the trainer mode's MRS replaces the loss's.
     mask, rollout, old, log_prob, advantages = _batch(1)
     config = _actor_config()
-    ours, _ = make_policy_loss(mrs=None)(old, log_prob, advantages, mask.bool(), "seq-mean-token-sum", config, None)
+    ours, _ = core_algos.get_policy_loss_fn("tritongym_ppo")(old, log_prob, advantages, mask.bool(),
+                                                            "seq-mean-token-sum", config, None)
     vanilla, metrics = core_algos.get_policy_loss_fn("vanilla")(
         old_log_prob=old, log_prob=log_prob, advantages=advantages, response_mask=mask.bool(),
         loss_agg_mode="seq-mean-token-sum", config=config, rollout_is_weights=None)

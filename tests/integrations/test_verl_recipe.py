@@ -60,7 +60,7 @@ def test_every_override_is_a_verl_key_with_the_recipe_value(recipe_config):
         key, _, value = item.lstrip("+").partition("=")
         assert OmegaConf.select(cfg, key, throw_on_missing=True) is not None, key
     assert cfg.algorithm.adv_estimator == "trloo" and cfg.algorithm.gamma == 1.0
-    assert cfg.actor_rollout_ref.actor.policy_loss.loss_mode == "tritongym_drkernel"
+    assert cfg.actor_rollout_ref.actor.policy_loss.loss_mode == "tritongym_ppo"
     assert list(cfg.trainer.logger) == ["console", "wandb"]
     assert cfg.trainer.nnodes == 2
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(RECIPE / "agent_loops.yaml")
@@ -70,7 +70,11 @@ def test_every_override_is_a_verl_key_with_the_recipe_value(recipe_config):
     assert core_algos.get_policy_loss_fn(cfg.actor_rollout_ref.actor.policy_loss.loss_mode) is not None
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    assert get_trainer_cls(cfg.trainer.v1.trainer_mode).__module__ == "tritongym.integrations.verl.trainer"  # PRS
+    assert get_trainer_cls(cfg.trainer.v1.trainer_mode).__module__ == "tritongym.integrations.verl.trainer"
+    from tritongym.integrations.verl.trainer import TurnRejection
+
+    # MRS (Dr.Kernel's bounds and veto) and PRS, per turn, before the advantages.
+    assert TurnRejection.from_config(cfg) == TurnRejection(mrs=True, prs=True)
     # Dr.Kernel's group filter on last-turn rewards: verl's replay buffer reads this reward_extra_info key.
     assert cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.metric == "tritongym/last_reward"
 
@@ -82,11 +86,11 @@ def test_verl_builds_its_config_dataclasses_from_the_recipe(recipe_config):
     algorithm = omega_conf_to_dataclass(cfg.algorithm)
     assert algorithm.adv_estimator == "trloo"
     assert algorithm.filter_groups.enable and algorithm.filter_groups.metric == "tritongym/last_reward"
-    # verl's trainer reads rollout_correction as a mapping; its dataclass checks the fields.
+    # verl's trainer reads rollout_correction as a mapping; its dataclass checks the fields. As in
+    # Dr.Kernel (ROLLOUT_IS=null) no IS weight enters the loss; MRS reads the log-probs in the trainer.
     fields = {k: v for k, v in dict(algorithm.rollout_correction).items() if k != "_target_"}
     correction = RolloutCorrectionConfig(**fields)
-    assert correction.rollout_is == "token" and not correction.bypass_mode
-    assert float(correction.rollout_is_threshold) > 4.9e8  # e^20: no weight is truncated
+    assert correction.rollout_is is None and correction.rollout_rs is None and not correction.bypass_mode
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (0.2, 0.28, 3.0)
     assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and actor.loss_scale_factor == 1000

@@ -9,6 +9,7 @@ Expected values come from ``tritongym.rl.trloo_advantages`` on a hand-built turn
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -31,7 +32,12 @@ from tritongym.integrations.verl.agent_loop import (  # noqa: E402
     KernelAgentLoopOutput,
     turn_numbers,
 )
-from tritongym.integrations.verl.trainer import KernelPPOTrainer, prs_turn_drop  # noqa: E402
+from tritongym.integrations.verl.trainer import (  # noqa: E402
+    KernelPPOTrainer,
+    TurnRejection,
+    mrs_turn_drop,
+    prs_turn_drop,
+)
 from tritongym.rl import trloo_advantages  # noqa: E402
 
 # Trajectories: (uid, tokens per turn, feedback tokens after each turn but the last, turn rewards,
@@ -71,34 +77,37 @@ def store():
     ray.shutdown()
 
 
-def _config(estimator: str = "trloo"):
+def _config(estimator: str = "trloo", extra: tuple[str, ...] = ()):
     import verl
 
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose("ppo_trainer", overrides=[
             f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=tritongym", "data.seed=7",
-            "actor_rollout_ref.rollout.n=3"])
+            "actor_rollout_ref.rollout.n=3", *extra])
 
 
-def _put(prefix: str, trajectories):
+def _put(prefix: str, trajectories, shifts=None):
     keys, fields = [], []
     for i, (uid, tokens, feedback, rewards, keep) in enumerate(trajectories):
         field = _output(tokens, feedback, rewards, keep).as_dict()
         field.pop("extra_fields")
         field["uid"] = uid
         field["old_log_probs"] = field["rollout_log_probs"].clone()  # the step before writes these (π_old = π_rollout)
+        for (row, position), delta in (shifts or {}).items():
+            if row == i:
+                field["old_log_probs"][position] += delta
         keys.append(f"{prefix}{uid}_{i}_0")  # verl's {uid}_{session}_{index} key layout
         fields.append(field)
     return tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields),
                            tags=[{} for _ in keys])
 
 
-def _run(trainer_cls, prefix: str, estimator: str = "trloo", trajectories=TRAJECTORIES):
+def _run(trainer_cls, prefix: str, estimator: str = "trloo", trajectories=TRAJECTORIES, extra=(), shifts=None):
     trainer = trainer_cls.__new__(trainer_cls)  # only the advantage step: no workers, no models
-    trainer.config = _config(estimator)
+    trainer.config = _config(estimator, extra)
     trainer.global_steps = 1
-    batch = _put(prefix, trajectories)
+    batch = _put(prefix, trajectories, shifts)
     metrics: dict = {}
     trainer._compute_advantage(batch, metrics)
     data = tq.kv_batch_get(keys=batch.keys, partition_id="train",
@@ -221,6 +230,58 @@ def test_grpo_under_the_tritongym_trainer_masks_the_same_turns(store):
     assert int(dropped.sum()) == 2 + 4 + 2
     assert padded["advantages"][dropped].abs().sum() == 0
     assert padded["advantages"][padded["response_mask"].bool()].abs().sum() > 0
+
+
+def test_turn_rejection_settings_from_verls_config():
+    assert TurnRejection.from_config(_config()) == TurnRejection()  # no section: PRS on, MRS off
+    loose = TurnRejection.from_config(_config(extra=("+tritongym.mrs.enable=True", "+tritongym.mrs.lower=0.5",
+                                                     "+tritongym.prs.enable=False")))
+    assert loose.mrs and loose.mrs_lower == 0.5 and loose.mrs_upper == 1.001 and not loose.prs
+    with pytest.raises(ValueError, match=r"unknown settings \['mrs.lowr'\]"):
+        TurnRejection.from_config(_config(extra=("+tritongym.mrs.lowr=0.5",)))
+    with pytest.raises(ValueError, match="lower <= 1 <= upper"):
+        TurnRejection.from_config(_config(extra=("+tritongym.mrs.upper=0.9",)))
+    with pytest.raises(ValueError, match="loss_mode=tritongym_ppo"):
+        TurnRejection.from_config(_config(extra=(
+            "+tritongym.mrs.enable=True", "actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel")))
+
+
+def test_mrs_on_turn_rows_vetoes_a_turn_and_bounds_a_trajectory():
+    numbers = torch.tensor([[1, 1, 0, 2, 2, 0, 3, 3], [1, 1, 0, 2, 2, 0, 0, 0], [1, 1, 1, 0, 2, 2, 0, 0]])
+    mask = (numbers > 0).long()
+    rollout = torch.full(numbers.shape, -0.5)
+    old = rollout.clone()
+    old[0, 3] += math.log(1e-5)  # row 0, turn 2: one token far below the veto threshold 1e-4
+    old[1] += 0.01  # row 1: every token's ratio e^0.01 ≈ 1.010, outside [0.999, 1.001]
+    loose = TurnRejection(mrs=True, mrs_lower=1e-3, mrs_upper=1e3)
+    drop = mrs_turn_drop(old, rollout, mask, numbers, loose)  # the veto alone (the bounds are wide)
+    assert drop.tolist() == (numbers == 2).logical_and(torch.tensor([[True], [False], [False]])).tolist()
+    drop = mrs_turn_drop(old, rollout, mask, numbers, TurnRejection(mrs=True))  # Dr.Kernel's bounds
+    assert drop[0].tolist() == (numbers[0] > 0).tolist()  # the veto token also moves row 0's mean out
+    assert drop[1].tolist() == (numbers[1] > 0).tolist() and not drop[2].any()
+    assert not mrs_turn_drop(old, rollout, mask, numbers, TurnRejection(mrs=True, mrs_veto_threshold=None,
+                                                                          mrs_lower=1e-3, mrs_upper=1e3)).any()
+
+
+def test_verl_advantage_step_with_mrs_drops_the_vetoed_turn(store):
+    # Row 1, turn 2 (positions 3..5, after 2 tokens and 1 feedback token) has a token with π_old/π_rollout = 1e-5.
+    kept = [(u, t, f, r, [1.0] * len(k)) for u, t, f, r, k in TRAJECTORIES]
+    extra = ("+tritongym.mrs.enable=True", "+tritongym.mrs.lower=1e-3", "+tritongym.mrs.upper=1e3",
+             "actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_ppo")
+    padded, metrics = _run(KernelPPOTrainer, "mrs", trajectories=kept, extra=extra,
+                           shifts={(1, 4): math.log(1e-5)})
+    assert metrics["tritongym/mrs_rejected_turns"] == 1.0 and metrics["tritongym/prs_rejected_turns"] == 0.0
+    vetoed = padded[TURN_NUMBERS][1] == 2
+    assert padded["response_mask"][1][vetoed].sum() == 0 and padded["rm_scores"][1][vetoed].abs().sum() == 0
+    assert padded["advantages"][1][vetoed].abs().sum() == 0
+    dropped = [(u, t, f, r, [0.0 if (i, k) == (1, 1) else 1.0 for k in range(len(r))])
+               for i, (u, t, f, r, _) in enumerate(TRAJECTORIES)]
+    expected = _expected(dropped)  # the vetoed turn: reward 0, still in its peers' baselines
+    for i, (_, _, _, rewards, _) in enumerate(TRAJECTORIES):
+        for k in range(len(rewards)):
+            tokens = (padded[TURN_NUMBERS][i] == k + 1) & padded["response_mask"][i].bool()
+            want = [expected[i, k].item()] * int(tokens.sum())
+            assert padded["advantages"][i][tokens].tolist() == pytest.approx(want)
 
 
 def test_verls_group_filter_reads_the_loops_last_turn_reward(store):

@@ -5,10 +5,10 @@ worker); tritongym's entry point is this package, so ``pip install 'tritongym[ve
 Importing it registers:
 
 * advantage estimator ``trloo`` (``advantages``; ``algorithm.adv_estimator=trloo``);
-* policy loss ``tritongym_drkernel`` (``policy_loss``; PPO dual clip + Dr.Kernel MRS,
-  ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``);
+* policy losses ``tritongym_drkernel`` (``policy_loss``; PPO dual clip + Dr.Kernel MRS,
+  ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``) and ``tritongym_ppo`` (no MRS);
 * the response-length LR decay hook when ``TRITONGYM_VERL_LR_DECAY`` is set (``lr_decay``);
-* V1 trainer ``tritongym`` (``trainer``; verl's sync trainer plus Dr.Kernel's PRS per turn,
+* V1 trainer ``tritongym`` (``trainer``; verl's sync trainer plus Dr.Kernel's MRS and PRS per turn,
   ``trainer.v1.trainer_mode=tritongym``), when TransferQueue (verl's V1 trainer's store) is installed.
 
 The ``tritongym_kernel`` agent loop (``agent_loop``) is not imported here (it pulls in verl's

@@ -4,8 +4,8 @@ verl 0.9.1 has no LR-scheduler registry (the FSDP engine builds ``constant`` or 
 and its driver cannot change a worker's learning rate, so the smallest hook lives in the actor
 worker process itself:
 
-* the ``tritongym_drkernel`` policy loss records, on every micro-batch, the PPO mini-batch's mean
-  number of model tokens per sequence, ``batch_num_tokens / global_batch_size`` from
+* the ``tritongym_drkernel`` / ``tritongym_ppo`` policy loss records, on every micro-batch, the PPO
+  mini-batch's mean number of model tokens per sequence, ``batch_num_tokens / global_batch_size`` from
   ``config.global_batch_info`` (verl all-reduces ``batch_num_tokens`` over data-parallel ranks, so
   every rank sees the same value and takes the same decision);
 * a process-wide optimizer step pre-hook (``torch.optim.Optimizer.register_optimizer_step_pre_hook``)

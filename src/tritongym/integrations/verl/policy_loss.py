@@ -1,6 +1,8 @@
-"""verl policy loss ``tritongym_drkernel``: PPO dual clip with Dr.Kernel's mismatch rejection (MRS).
+"""verl policy losses ``tritongym_drkernel`` (PPO dual clip with Dr.Kernel's mismatch rejection, MRS)
+and ``tritongym_ppo`` (the same without MRS, for the ``tritongym`` trainer mode, which applies MRS
+per turn before the advantages).
 
-Select it with ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``. It runs in
+Select one with ``actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_drkernel``. It runs in
 verl's actor workers (``verl/workers/utils/losses.py::ppo_loss`` calls it with ``old_log_prob``,
 ``log_prob``, ``advantages``, ``response_mask``, ``loss_agg_mode``, the ``ActorConfig`` and
 ``rollout_is_weights``) and composes ``tritongym.rl``:
@@ -28,7 +30,8 @@ criteria, ``tritongym.rl.trm_mask``) are one call away in your own plug-in::
     register_policy_loss("my_loss")(make_policy_loss(mrs=MRSOptions(lower=0.99, upper=1.01)))
 
 Not expressible here: DVP (``tritongym.rl.dvp_log_probs`` needs the actor's logits; verl's loss
-interface passes log-probs only) and PRS's per-turn masking (see docs/training.md).
+interface passes log-probs only) and per-turn masking (PRS, MRS's per-turn veto: the ``tritongym``
+trainer mode, ``tritongym.integrations.verl.trainer``).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
 from tritongym.integrations.verl import lr_decay
 from tritongym.rl import apply_row_mask, mrs_mask, ppo_clip_fractions, ppo_clip_token_loss, trm_mask
 
-__all__ = ["MRSOptions", "TRMOptions", "drkernel_policy_loss", "make_policy_loss"]
+__all__ = ["MRSOptions", "TRMOptions", "drkernel_policy_loss", "make_policy_loss", "ppo_policy_loss"]
 
 NEEDS_WEIGHTS = (
     "needs π_old/π_rollout per token, which verl 0.9.1 passes to a policy loss only as rollout IS "
@@ -154,3 +157,6 @@ def make_policy_loss(
 
 
 drkernel_policy_loss = register_policy_loss("tritongym_drkernel")(make_policy_loss())
+# The same PPO dual clip without MRS: for the ``tritongym`` trainer mode, which rejects per turn
+# before the advantages (tritongym.integrations.verl.trainer); the LR decay hook records here too.
+ppo_policy_loss = register_policy_loss("tritongym_ppo")(make_policy_loss(mrs=None))
