@@ -102,6 +102,21 @@ def test_turn_budget_truncates_and_stepping_after_the_end_fails(problems):
         env.step(GOOD)
 
 
+def test_the_terminal_observation_is_the_whole_conversation(problems):
+    # The last step's observation holds every reply and its feedback (no empty "next iteration").
+    env = KernelEnv(problems, evaluator=Recorder(), max_turns=2)
+    env.reset(options={"problem": 0})
+    env.step(BAD)
+    obs, _, _, truncated, _ = env.step(GOOD)
+    assert truncated
+    assert [m["content"] for m in obs if m["role"] == "assistant"] == [BAD, GOOD]
+    assert obs[-1]["role"] == "user" and obs[-1]["content"] == env.turns[-1].message
+    ended = KernelEnv(problems, evaluator=Recorder(), max_turns=3, success="correct")
+    ended.reset(options={"problem": 0})
+    obs, _, terminated, *_ = ended.step(GOOD)
+    assert terminated and [m["content"] for m in obs if m["role"] == "assistant"] == [GOOD]
+
+
 def test_success_rule_terminates(problems):
     env = KernelEnv(problems, evaluator=Recorder(), max_turns=5, success="correct")
     env.reset(options={"problem": 0})
@@ -137,6 +152,10 @@ def test_sequential_scaling_restarts_from_the_best_attempts(problems):
     obs, *_ = env.step(BAD + "\ne")
     assert env.turns[-1].iteration == 1 and env.iteration_of(5) == 2  # T - K = 2 new turns per iteration
     assert [m["content"] for m in obs if m["role"] == "assistant"] == [GOOD + "\nb"]
+    obs, *_ = env.step(BAD + "\nf")
+    obs, _, _, truncated, _ = env.step(BAD + "\ng")  # the last turn: its own iteration's context
+    assert truncated and [m["content"] for m in obs if m["role"] == "assistant"] == [GOOD + "\nb", BAD + "\nf",
+                                                                                      BAD + "\ng"]
 
 
 def test_reset_can_continue_from_earlier_turns(problems):

@@ -244,7 +244,9 @@ class KernelEnv:
         """Attempts the history policy may choose from: with sequential scaling, the best K of the
         earlier iterations, then this iteration's own."""
         attempts = [t.attempt() for t in self.turns]
-        iteration = self.iteration_of(len(self.turns))
+        # Once the episode is over there is no next iteration to open: the terminal observation is the
+        # last turn's own context (its iteration's), not an empty new iteration's.
+        iteration = self.iteration_of(len(self.turns) - 1 if self._done and self.turns else len(self.turns))
         if iteration == 0:
             return attempts
         start = self.max_turns + (iteration - 1) * (self.max_turns - self.keep_best)
