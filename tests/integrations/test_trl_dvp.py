@@ -13,26 +13,12 @@ pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[
 
 import torch  # noqa: E402
 
-from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
-from tritongym.evaluator import EvalOptions  # noqa: E402
 from tritongym.integrations.trl.rollout import KernelRollout, sample_with_model  # noqa: E402
 from tritongym.rl import dvp_log_probs, min_p_safe_mask  # noqa: E402
-from tritongym.tasks import load_problems  # noqa: E402
 
-from .trl_support import HONEST_REPLY, PID, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
+from .trl_support import HONEST_REPLY, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
 
 ALPHA = 0.5  # large, so that a random tiny model's near-uniform distributions are really pruned
-
-
-@pytest.fixture(scope="module")
-def problem():
-    return next(p for p in load_problems("builtin") if p.problem_id == PID)
-
-
-@pytest.fixture(scope="module")
-def evaluator():
-    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=2) as pool:
-        yield pool
 
 
 def _trainer(problem, evaluator, tmp_path, alpha=ALPHA, **kwargs):

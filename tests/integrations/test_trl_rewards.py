@@ -12,8 +12,6 @@ import pytest
 trl_utils = pytest.importorskip("trl.trainer.utils", reason="trl is not installed (pip install 'tritongym[trl]'; "
                                                            "see .ci/trl)")
 
-from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
-from tritongym.evaluator import EvalOptions  # noqa: E402
 from tritongym.integrations.trl.rewards import AsyncKernelReward, KernelReward, TrajectoryReward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +42,6 @@ class Recorder:
 
     def log_metric(self, name: str, value: float) -> None:
         self.metrics[name].append(value)
-
-
-@pytest.fixture(scope="module")
-def evaluator():
-    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=2) as pool:
-        yield pool
 
 
 def _check(rewards: list[float], rec: Recorder) -> None:

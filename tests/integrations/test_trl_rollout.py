@@ -10,25 +10,12 @@ import pytest
 pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
 
 from tritongym.env.core import VOID_REASON  # noqa: E402
-from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
 from tritongym.env.export import turn_rows  # noqa: E402
 from tritongym.env.store import load_trajectories  # noqa: E402
-from tritongym.evaluator import EvalOptions, Status  # noqa: E402
+from tritongym.evaluator import Status  # noqa: E402
 from tritongym.integrations.trl.rollout import KernelRollout  # noqa: E402
-from tritongym.tasks import load_problems  # noqa: E402
 
 from .trl_support import HONEST, HONEST_REPLY, PID, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def evaluator():
-    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=2) as pool:
-        yield pool
-
-
-@pytest.fixture(scope="module")
-def problem():
-    return next(p for p in load_problems("builtin") if p.problem_id == PID)
 
 
 def _ids(tokenizer, text):

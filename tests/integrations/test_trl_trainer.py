@@ -13,27 +13,12 @@ pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[
 import torch  # noqa: E402
 from transformers import TrainerControl, TrainerState, TrainingArguments  # noqa: E402
 
-from tritongym.env.evaluators import PoolEvaluator  # noqa: E402
 from tritongym.env.store import load_trajectories  # noqa: E402
-from tritongym.evaluator import EvalOptions  # noqa: E402
 from tritongym.integrations.trl.rollout import KernelRollout  # noqa: E402
 from tritongym.integrations.trl.trainer import ResponseLengthLRCallback, RunLogCallback  # noqa: E402
 from tritongym.rl import ResponseLengthLRDecay, trloo_advantages  # noqa: E402
-from tritongym.tasks import load_problems  # noqa: E402
 
-from .trl_support import HONEST_REPLY, PID, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def problem():
-    return next(p for p in load_problems("builtin") if p.problem_id == PID)
-
-
-@pytest.fixture(scope="module")
-def evaluator():
-    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=2) as pool:
-        yield pool
-
+from .trl_support import HONEST_REPLY, VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
 
 # 6 rows = 2 prompts × num_generations 3; ragged turns; spans inside a completion of width 12.
 TURN_REWARDS = [[0.0, 0.5, 1.0], [0.5], [0.0, 0.0], [0.5, 0.5], [0.0, 1.0, 0.5], [1.0]]

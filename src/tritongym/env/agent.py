@@ -126,16 +126,11 @@ class AgentRunner:
 
     def __init__(self, config: AgentConfig, *, evaluator: Evaluator | None = None,
                  options: EvalOptions | None = None, progress: bool = True) -> None:
-        from tritongym.tasks import load_problems
+        from tritongym.tasks import load_problems, select_problems
 
         self.config = config
-        problems = load_problems(config.problems, levels=config.levels)
-        if config.only:
-            wanted = set(config.only)
-            problems = [p for p in problems if p.name in wanted or p.problem_id in wanted]
-            if not problems:
-                raise ValueError(f"none of {sorted(wanted)} is a problem of {config.problems}")
-        self.problems = problems
+        self.problems = select_problems(load_problems(config.problems, levels=config.levels), config.only,
+                                        config.problems)
         self.evaluator = evaluator if evaluator is not None else PoolEvaluator(options, max_workers=config.eval_workers)
         self.store = TrajectoryStore(config.out)
         self.progress = progress

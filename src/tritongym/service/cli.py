@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -65,16 +64,12 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from tritongym.errors import OptionsError
-    from tritongym.service.config import ServiceConfig, check_bind
+    from tritongym.service.config import ServiceConfig, check_bind, token_from_env
 
-    token = None
-    if args.token_env:
-        token = os.environ.get(args.token_env)
-        if not token:
-            print(f"tritongym serve: environment variable {args.token_env} is not set or empty", file=sys.stderr)
-            return EXIT_USAGE
     try:
         from tritongym.evaluator.device import parse_device
+
+        token = token_from_env(args.token_env)
 
         parse_device(args.device)  # a bad default device would refuse every request; refuse it now
         check_bind(args.host, token)

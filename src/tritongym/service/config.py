@@ -91,6 +91,17 @@ class ServiceConfig:
             raise OptionsError(f"workers must be an integer >= 1, got {self.workers!r}")
 
 
+def token_from_env(variable: str | None) -> str | None:
+    """The bearer token held by environment variable ``variable`` (``--token-env``); None without one.
+    An unset or empty variable is refused: serving with no token by mistake would be silent."""
+    if not variable:
+        return None
+    token = os.environ.get(variable)
+    if not token:
+        raise OptionsError(f"environment variable {variable} is not set or empty")
+    return token
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve a non-loopback address without a token: anyone who can reach the port
     could otherwise run code in the sandboxed workers and read every result."""

@@ -8,6 +8,7 @@ from tritongym.tasks.loaders import (
     load_problem_file,
     load_problems,
     problem_from_row,
+    select_problems,
 )
 from tritongym.tasks.problem import Problem
 
@@ -20,4 +21,5 @@ __all__ = [
     "load_problem_file",
     "load_problems",
     "problem_from_row",
+    "select_problems",
 ]

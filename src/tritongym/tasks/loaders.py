@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -250,3 +250,17 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
         raise ProblemError(
             f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
     raise ProblemError(f"cannot read problems from {spec}: expected a .py, .jsonl or .parquet file or a folder")
+
+
+def select_problems(problems: Sequence[Problem], only: Iterable[str] | None, source: str | Path = "the set"
+                    ) -> list[Problem]:
+    """The problems named in ``only`` (by name or id; all of them when ``only`` is empty or None).
+
+    Raises ``ValueError`` (a usage error) when ``only`` names none of them, naming the source."""
+    if not only:
+        return list(problems)
+    wanted = set(only)
+    chosen = [p for p in problems if p.name in wanted or p.problem_id in wanted]
+    if not chosen:
+        raise ValueError(f"none of {sorted(wanted)} is a problem of {source}")
+    return chosen

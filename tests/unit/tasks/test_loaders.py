@@ -475,3 +475,14 @@ def test_einops_problems_import_einops(kernelbench_jsonl):
         if "from einops" in p.source or "import einops" in p.source
     }
     assert importing == NEEDS_EINOPS
+
+
+def test_select_problems_by_name_or_id_and_a_miss_is_a_usage_error():
+    from tritongym.tasks import builtin_suite, select_problems
+
+    suite = builtin_suite()
+    first, second = suite[0], suite[1]
+    assert select_problems(suite, None) == suite and select_problems(suite, []) == suite
+    assert select_problems(suite, [first.name, second.problem_id]) == [first, second]
+    with pytest.raises(ValueError, match=r"none of \['nope'\] is a problem of builtin"):
+        select_problems(suite, ["nope"], "builtin")

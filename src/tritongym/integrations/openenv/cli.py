@@ -6,7 +6,6 @@ Importable without the extra: OpenEnv, FastAPI and uvicorn are imported only whe
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -56,24 +55,14 @@ def cmd_openenv(args: argparse.Namespace) -> int:
     from tritongym.cli import _options_from
     from tritongym.errors import TritongymError
     from tritongym.integrations.openenv import require_openenv
-    from tritongym.service.config import check_bind
-    from tritongym.tasks import load_problems
+    from tritongym.service.config import check_bind, token_from_env
+    from tritongym.tasks import load_problems, select_problems
 
-    token = None
-    if args.token_env:
-        token = os.environ.get(args.token_env)
-        if not token:
-            print(f"tritongym openenv: environment variable {args.token_env} is not set or empty", file=sys.stderr)
-            return EXIT_USAGE
     try:
+        token = token_from_env(args.token_env)
         check_bind(args.host, token)
         require_openenv()
-        problems = load_problems(args.problems, levels=args.level)
-        if args.only:
-            wanted = set(args.only)
-            problems = [p for p in problems if p.name in wanted or p.problem_id in wanted]
-            if not problems:
-                raise ValueError(f"--only {', '.join(args.only)} matches no problem of {args.problems}")
+        problems = select_problems(load_problems(args.problems, levels=args.level), args.only, args.problems)
         import uvicorn
 
         from tritongym.integrations.openenv.app import create_app

@@ -115,15 +115,10 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
     from tritongym.integrations.trl.rollout import KernelRollout
     from tritongym.integrations.trl.trainer import ResponseLengthLRCallback, RunLogCallback, TRLOOGRPOTrainer
     from tritongym.rl import ResponseLengthLRDecay
-    from tritongym.tasks import load_problems
+    from tritongym.tasks import load_problems, select_problems
 
     out = Path(config.out)
-    problems = load_problems(config.problems)
-    if config.only:
-        wanted = set(config.only)
-        problems = [p for p in problems if p.name in wanted or p.problem_id in wanted]
-        if not problems:
-            raise ValueError(f"none of {sorted(wanted)} is a problem of {config.problems}")
+    problems = select_problems(load_problems(config.problems), config.only, config.problems)
     settings = {k: v for k, v in asdict(config).items() if k not in ("out", "eval_workers")}
     TrajectoryStore(out).check_settings({**settings, "trainer": "trl",
                                          "problem_ids": [p.problem_id for p in problems]})
