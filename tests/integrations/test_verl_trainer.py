@@ -25,12 +25,11 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
-from tritongym.integrations.verl.advantages import explicit_turns, trloo_advantage_return  # noqa: E402
+from tritongym.integrations.verl.advantages import explicit_turns, trloo_advantage_return, turn_numbers  # noqa: E402
 from tritongym.integrations.verl.agent_loop import (  # noqa: E402
     TURN_KEEP_PROBABILITY,
     TURN_NUMBERS,
     KernelAgentLoopOutput,
-    turn_numbers,
 )
 from tritongym.integrations.verl.trainer import (  # noqa: E402
     KernelPPOTrainer,

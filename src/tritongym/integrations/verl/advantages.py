@@ -37,7 +37,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from tritongym.rl import trloo_advantages, turn_returns
 
-__all__ = ["explicit_turns", "split_turns", "trloo_advantage_return"]
+__all__ = ["explicit_turns", "split_turns", "trloo_advantage_return", "turn_numbers"]
 
 _explicit_turns: ContextVar[Tensor | None] = ContextVar("tritongym_verl_turns", default=None)
 
@@ -56,6 +56,15 @@ def explicit_turns(turn_numbers: Tensor) -> Iterator[None]:
         _explicit_turns.reset(token)
 
 
+def turn_numbers(response_mask: Tensor) -> Tensor:
+    """``[B, L]`` long: k on the tokens of the k-th run of model tokens (k ≥ 1), 0 elsewhere."""
+    mask = response_mask.bool()
+    previous = torch.zeros_like(mask)
+    previous[:, 1:] = mask[:, :-1]
+    starts = mask & ~previous  # first token of each run of model tokens
+    return torch.where(mask, starts.long().cumsum(-1), 0)
+
+
 def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-turn rewards from verl's token layout.
 
@@ -70,20 +79,16 @@ def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Ten
             f"{tuple(token_level_rewards.shape)}, {tuple(response_mask.shape)}"
         )
     mask = response_mask.bool()
-    turn_numbers = _explicit_turns.get()
-    if turn_numbers is not None:
-        if turn_numbers.shape != mask.shape:
-            raise ValueError(f"explicit turns: expected shape {tuple(mask.shape)}, got {tuple(turn_numbers.shape)}")
-        numbers = turn_numbers.to(device=mask.device, dtype=torch.long)
-        # Feedback after turn k belongs to turn k (as below); a masked-out turn keeps its number.
-        turn_of_token = torch.cummax(numbers, dim=-1).values - 1
-        num_turns = numbers.max(dim=-1).values if numbers.numel() else torch.zeros(mask.shape[0], dtype=torch.long)
-    else:
-        previous = torch.zeros_like(mask)
-        previous[:, 1:] = mask[:, :-1]
-        starts = mask & ~previous  # first token of each run of model tokens
-        turn_of_token = starts.long().cumsum(-1) - 1
-        num_turns = starts.sum(-1)
+    numbers = _explicit_turns.get()
+    if numbers is None:
+        numbers = turn_numbers(mask)
+    elif numbers.shape != mask.shape:
+        raise ValueError(f"explicit turns: expected shape {tuple(mask.shape)}, got {tuple(numbers.shape)}")
+    numbers = numbers.to(device=mask.device, dtype=torch.long)
+    # Feedback after turn k belongs to turn k; −1 before the first model token. An explicitly numbered
+    # turn keeps its number even when the mask has dropped its tokens.
+    turn_of_token = torch.cummax(numbers, dim=-1).values - 1 if numbers.numel() else numbers - 1
+    num_turns = numbers.amax(dim=-1) if numbers.shape[-1] else numbers.new_zeros(mask.shape[0])
     width = max(int(num_turns.max().item()) if mask.numel() else 0, 1)
     rewards = torch.zeros(mask.shape[0], width, dtype=torch.float64, device=mask.device)
     counted = turn_of_token >= 0

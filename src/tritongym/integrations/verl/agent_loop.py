@@ -71,9 +71,10 @@ from verl.protocol import DataProto
 from verl.utils.profiler import simple_timer
 
 from tritongym.env import FullHistory, KernelEnv, PoolEvaluator, parse_history
+from tritongym.integrations.verl.advantages import turn_numbers
 
 __all__ = ["TURN_KEEP_PROBABILITY", "TURN_NUMBERS", "KernelAgentLoop", "KernelAgentLoopOutput",
-           "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker", "place_turn_rewards", "turn_numbers"]
+           "TurnRewardAgentLoopManager", "TurnRewardAgentLoopWorker", "place_turn_rewards"]
 
 TURN_REWARDS = "turn_scores"  # verl's own extra-field name for per-turn scores (one per model turn here)
 # Token fields the V1 trainer stores in its TransferQueue beside rm_scores (read by the tritongym trainer):
@@ -179,15 +180,6 @@ class KernelAgentLoopOutput(AgentLoopOutput):
 def _keep_probability(turn: dict[str, Any]) -> float:
     p = turn.get("prs_keep_probability")
     return 1.0 if p is None else float(p)  # unmeasured coverage (no GPU) or no verdict: PRS keeps the turn
-
-
-def turn_numbers(response_mask: Tensor) -> Tensor:
-    """``[B, L]`` long: k on the tokens of the k-th run of model tokens (k ≥ 1), 0 elsewhere."""
-    mask = response_mask.bool()
-    previous = torch.zeros_like(mask)
-    previous[:, 1:] = mask[:, :-1]
-    starts = mask & ~previous
-    return torch.where(mask, starts.long().cumsum(-1), 0)
 
 
 @register("tritongym_kernel")
