@@ -37,7 +37,7 @@ from tritongym.integrations.verl.trainer import (  # noqa: E402
     mrs_turn_drop,
     prs_turn_drop,
 )
-from tritongym.rl import trloo_advantages  # noqa: E402
+from tritongym.rl import mrs_mask, trloo_advantages  # noqa: E402
 
 # Trajectories: (uid, tokens per turn, feedback tokens after each turn but the last, turn rewards,
 # PRS keep probabilities). Probabilities are 0 or 1 so the draws are known; 0 is a correct but lazy
@@ -260,6 +260,34 @@ def test_mrs_on_turn_rows_vetoes_a_turn_and_bounds_a_trajectory():
     assert drop[1].tolist() == (numbers[1] > 0).tolist() and not drop[2].any()
     assert not mrs_turn_drop(old, rollout, mask, numbers, TurnRejection(mrs=True, mrs_veto_threshold=None,
                                                                           mrs_lower=1e-3, mrs_upper=1e3)).any()
+
+
+def test_mrs_turn_drop_decides_as_mrs_mask_on_dr_kernels_turn_rows():
+    # The reference: every (trajectory, turn) as its own row, rows of one trajectory sharing an id.
+    torch.manual_seed(5)
+    numbers = torch.tensor([[1, 1, 1, 0, 2, 2, 0, 3], [1, 1, 0, 2, 2, 2, 2, 0], [1, 1, 1, 1, 1, 0, 2, 2],
+                            [1, 0, 2, 0, 3, 3, 3, 3]] * 8)
+    mask = numbers > 0
+    rollout = -torch.rand(numbers.shape) * 3
+    old = rollout + torch.randn(numbers.shape) * 2e-4  # most trajectories inside [0.999, 1.001]
+    old[torch.rand(numbers.shape) < 0.03] -= 12.0  # scattered tokens with ratio e^-12 < 1e-4: vetoes
+    old[torch.arange(32) % 5 == 0] += 0.01  # some trajectories outside the geometric bounds
+    turns = int(numbers.max())
+    rows = (numbers[:, None, :] == torch.arange(1, turns + 1)[None, :, None]).reshape(-1, numbers.shape[1])
+    old_rows, rollout_rows = (x[:, None, :].expand(-1, turns, -1).reshape(-1, x.shape[1]) for x in (old, rollout))
+    drops = []
+    for settings in (TurnRejection(mrs=True), TurnRejection(mrs=True, mrs_lower=1e-3, mrs_upper=1e3),
+                     TurnRejection(mrs=True, mrs_veto_threshold=None)):
+        keep = mrs_mask(old_rows, rollout_rows, rows, torch.arange(32).repeat_interleave(turns),
+                        lower=settings.mrs_lower, upper=settings.mrs_upper,
+                        veto_threshold=settings.mrs_veto_threshold).view(32, turns)
+        want = mask & ~torch.cat([torch.ones(32, 1, dtype=torch.bool), keep], 1).gather(1, numbers)
+        got = mrs_turn_drop(old, rollout, mask.long(), numbers, settings)
+        assert torch.equal(got, want)
+        assert 0 < int(got.sum()) < int(mask.sum())  # some turns dropped, not all
+        drops.append(got)
+    # Both rules bite, differently, and MRS is their union (veto alone: loose bounds; bounds alone: no veto).
+    assert not torch.equal(drops[1], drops[2]) and torch.equal(drops[0], drops[1] | drops[2])
 
 
 def test_verl_advantage_step_with_mrs_drops_the_vetoed_turn(store):

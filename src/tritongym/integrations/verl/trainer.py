@@ -41,6 +41,7 @@ algorithm.filter_groups.metric=tritongym/last_reward`` (the agent loop writes th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ from verl.workers.utils.padding import response_to_nested
 
 from tritongym.integrations.verl.advantages import explicit_turns
 from tritongym.integrations.verl.agent_loop import TURN_KEEP_PROBABILITY, TURN_NUMBERS
-from tritongym.rl import mrs_mask, prs_sample
+from tritongym.rl import geometric_rs_mask, prs_sample, rollout_log_ratio
 
 __all__ = ["KernelPPOTrainer", "TurnRejection", "mrs_turn_drop", "prs_turn_drop"]
 
@@ -96,24 +97,27 @@ class TurnRejection:
 
 def mrs_turn_drop(old_log_probs: Tensor, rollout_log_probs: Tensor, response_mask: Tensor, turn_numbers: Tensor,
                   settings: TurnRejection) -> Tensor:
-    """Dr.Kernel's MRS on turn rows (``tritongym.rl.mrs_mask``): ``drop [B, L] bool`` of rejected turns' tokens.
+    """Dr.Kernel's MRS (``tritongym.rl.mrs_mask`` on turn rows): ``drop [B, L] bool`` of rejected turns' tokens.
 
-    Each (trajectory, turn) becomes a row of Dr.Kernel's layout; the geometric bound pools all rows of
-    a trajectory, the veto acts per row (turn).
+    In Dr.Kernel's layout each turn is a row: the geometric bound pools all rows of a trajectory
+    (here: one verl row, ``geometric_rs_mask``), the veto acts per row, i.e. per turn (here: a vetoed
+    token drops the tokens of its turn). Same decisions as ``mrs_mask`` on the turn rows (a test
+    checks it), without building a ``[B·T, L]`` copy of the batch.
     """
-    batch, length = response_mask.shape
-    turns = int(turn_numbers.max().item()) if turn_numbers.numel() else 0
-    if turns == 0:
-        return torch.zeros_like(response_mask, dtype=torch.bool)
-    ids = torch.arange(1, turns + 1)
-    rows = ((turn_numbers[:, None, :] == ids[None, :, None]) & response_mask.bool()[:, None, :]).reshape(-1, length)
-    old = old_log_probs.double()[:, None, :].expand(batch, turns, length).reshape(-1, length)
-    rollout = rollout_log_probs.double()[:, None, :].expand(batch, turns, length).reshape(-1, length)
-    keep = mrs_mask(old, rollout, rows, torch.arange(batch).repeat_interleave(turns),
-                    lower=settings.mrs_lower, upper=settings.mrs_upper,
-                    veto_threshold=settings.mrs_veto_threshold).view(batch, turns)
-    keep = torch.cat([torch.ones(batch, 1, dtype=torch.bool), keep], dim=1)  # column 0: feedback tokens
-    return (turn_numbers > 0) & ~keep.gather(1, turn_numbers.long())
+    mask = response_mask.bool()
+    keep_trajectory = geometric_rs_mask(old_log_probs, rollout_log_probs, mask, lower=settings.mrs_lower,
+                                        upper=settings.mrs_upper)  # [B]
+    drop = (turn_numbers > 0) & ~keep_trajectory[:, None]
+    if settings.mrs_veto_threshold is not None:
+        delta = rollout_log_ratio(old_log_probs, rollout_log_probs, mask)
+        vetoed = mask & (delta < math.log(settings.mrs_veto_threshold))  # tokens far below the rollout's prob
+        numbers = turn_numbers.long()
+        hit = torch.zeros(numbers.shape[0], int(numbers.max().item()) + 1 if numbers.numel() else 1,
+                          dtype=torch.bool)
+        hit.scatter_reduce_(1, numbers, vetoed, reduce="amax")  # turn k has a vetoed token
+        hit[:, 0] = False  # feedback tokens are never in a turn
+        drop |= (numbers > 0) & hit.gather(1, numbers)
+    return drop
 
 
 def prs_turn_drop(turn_numbers: Tensor, keep_probability: Tensor,
