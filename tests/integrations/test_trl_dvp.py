@@ -61,6 +61,17 @@ def test_the_loss_sees_pruned_log_probs(problem, evaluator, tmp_path):
     assert generated.shape == (2, 7)
 
 
+def test_the_reference_model_is_pruned_too(problem, evaluator, tmp_path):
+    # With a KL term (beta > 0) TRL keeps a reference model; its log-probs must be π_S's as well, or the
+    # KL would compare a pruned policy with a full-softmax one.
+    trainer = _trainer(problem, evaluator, tmp_path, beta=0.04)
+    assert trainer.ref_model is not None
+    input_ids, attention, labels = _batch(trainer)
+    ours = trainer.model(input_ids=input_ids, attention_mask=attention, labels=labels, fused_lm_head=True)
+    ref = trainer.ref_model(input_ids=input_ids, attention_mask=attention, labels=labels, fused_lm_head=True)
+    assert torch.allclose(ours.log_probs, ref.log_probs, atol=1e-5)  # same weights at the start, same rule
+
+
 def test_sampling_prunes_with_the_same_rule(problem, evaluator, tmp_path):
     trainer = _trainer(problem, evaluator, tmp_path)
     contexts = [[5, 6, 7, 8], [9, 10, 11]]

@@ -17,8 +17,9 @@ PID = "builtin/01_scaled_add"
 
 
 def make_trainer(rollout: KernelRollout, tmp_path: Path, *, num_generations: int = 2, steps: int = 2,
-                 max_new_tokens: int = 16, trainer_cls=None, min_p: float | None = None, **kwargs):
-    """A real (TRLOO)GRPOTrainer over `rollout` with a seeded tiny-random model (CPU)."""
+                 max_new_tokens: int = 16, trainer_cls=None, min_p: float | None = None, beta: float = 0.0, **kwargs):
+    """A real (TRLOO)GRPOTrainer over `rollout` with a seeded tiny-random model (CPU). With ``beta`` > 0
+    the model is saved and passed by path: TRL loads its reference model from the policy's path."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
     from trl import GRPOConfig
@@ -28,10 +29,13 @@ def make_trainer(rollout: KernelRollout, tmp_path: Path, *, num_generations: int
 
     rows = rollout.dataset_rows()
     model, tokenizer = tiny_random_model(corpus([r["prompt"] for r in rows]), seed=0)
+    if beta:
+        model.save_pretrained(tmp_path / "policy")
+        model = str(tmp_path / "policy")
     args = GRPOConfig(output_dir=str(tmp_path / "trainer"), max_steps=steps,
                       per_device_train_batch_size=num_generations, num_generations=num_generations,
                       max_completion_length=max_new_tokens, learning_rate=1e-3,
-                      logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False, beta=0.0,
+                      logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False, beta=beta,
                       seed=0, disable_tqdm=True, min_p=min_p)
     cls = trainer_cls or TRLOOGRPOTrainer
     return cls(model=model, reward_funcs=[TrajectoryReward()], args=args, train_dataset=Dataset.from_list(rows),

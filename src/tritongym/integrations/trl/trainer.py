@@ -127,9 +127,12 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.dvp_alpha = dvp_alpha
         if dvp_alpha is not None:
-            # The object TRL gave the fused head (the base model under PEFT).
+            # The objects TRL gave the fused head (the base model under PEFT, whose reference is the same
+            # model with the adapter off); the reference model too, so the KL term compares π_S with π_S_ref.
             target = self.model.get_base_model() if is_peft_model(self.model) else self.model
             install_dvp_log_probs(target, dvp_alpha, temperature=self.temperature)
+            if self.ref_model is not None:
+                install_dvp_log_probs(self.ref_model, dvp_alpha, temperature=self.temperature)
         self.turn_gamma = float(turn_gamma)
         self.group_filter_std = group_filter_std
         self.prs = prs
