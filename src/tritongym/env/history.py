@@ -73,7 +73,8 @@ class LastK(HistoryPolicy):
         self.k = k
 
     def select(self, attempts: Sequence[Attempt]) -> list[Attempt]:
-        return list(attempts[len(attempts) - self.k:]) if self.k else []
+        # max(0, ...): with fewer attempts than k, all of them (a negative start would wrap around).
+        return list(attempts[max(0, len(attempts) - self.k):])
 
     def describe(self) -> str:
         return f"last:{self.k}"
