@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import tempfile
 import time
+import uuid
 from concurrent.futures import CancelledError
+from pathlib import Path
 
 import pytest
 from tests.execution.conftest import FIXTURES, RELU_PROBLEM, needs_forkserver
@@ -25,6 +28,7 @@ OPTIONS = EvalOptions(device="cpu", num_trials=2, input_families=(), timeout=60.
 HONEST = FIXTURES / "relu_honest.py"
 WRONG = FIXTURES / "relu_wrong.py"
 ENDLESS = FIXTURES / "relu_endless_loop.py"
+SPIN = FIXTURES / "relu_spin_until_killed.py"
 BROKEN_PROBLEM = FIXTURES.parent / "problems" / "broken_reference.py"
 
 
@@ -83,26 +87,49 @@ def test_a_broken_problem_is_the_jobs_exception_and_the_pool_goes_on(pool):
     assert isinstance(results[0], ProblemError) and results[1].status == Status.OK
 
 
+def candidate_logs_with(marker: str) -> list[Path]:
+    """The evaluator's private candidate logs (``<tmp>/tritongym-*/candidate.log``) carrying `marker`."""
+    found = []
+    for log in Path(tempfile.gettempdir()).glob("tritongym-*/candidate.log"):
+        try:
+            if marker in log.read_text(errors="replace"):
+                found.append(log)
+        except OSError:  # another evaluation's folder, removed meanwhile
+            pass
+    return found
+
+
 def test_cancel_drops_a_queued_job_and_kills_a_running_one():
+    # The candidate spins in its forward until killed (nothing the run-time policy refuses), and says so
+    # on its log first: the cancel below hits a candidate that is provably running, and only a kill ends
+    # it before its 120 s budget.
+    marker = f"tritongym-cancel-{uuid.uuid4().hex}"
+    spinner = SPIN.read_text().replace("MARKER_PLACEHOLDER", marker)
     with LocalPool(1) as pool:
-        running = pool.submit(request(ENDLESS, timeout=120.0))
+        running = pool.submit(request(spinner, timeout=120.0))
         queued = pool.submit(request(HONEST))
         deadline = time.monotonic() + 120
-        while pool.stats().busy == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while not candidate_logs_with(f"spinning {marker}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert candidate_logs_with(f"spinning {marker}"), "the candidate never reached its loop"
         assert pool.cancel(queued) is True
-        started = time.monotonic()
-        time.sleep(2.0)  # let the candidate reach its loop
+        # Still running at the moment of the cancel: its future is not done and the slot holds it.
+        assert running.running() and not running.done()
+        assert pool._slots[0].job is not None and pool._slots[0].job.future is running
+        cancelled_at = time.monotonic()
         assert pool.cancel(running) is True
         with pytest.raises(CancelledError):
             running.result(timeout=60)
-        assert time.monotonic() - started < 30  # killed, not waited out (its budget is 120 s)
+        assert time.monotonic() - cancelled_at < 30  # killed, not waited out (its budget is 120 s)
+        assert pool.cancel(running) is False  # an answered job cannot be cancelled again
         with pytest.raises(CancelledError):
             queued.result(timeout=1)
+        # The slot is free and its fork server reusable: the next job runs there and gets its verdict.
+        assert pool._slots[0].job is None and pool.stats().busy == 0
         after = pool.submit(request(HONEST)).result(timeout=300)
         assert after.status == Status.OK
         stats = pool.stats()
-        assert stats.cancelled == 2 and stats.completed == 1
+        assert stats.cancelled == 2 and stats.completed == 1 and stats.failed == 0 and stats.restarts == 0
 
 
 def test_backpressure_and_closing():
