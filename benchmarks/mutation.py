@@ -1,4 +1,5 @@
-"""Mutation testing of the verdict- and reward-deciding modules with mutmut 3 (issue 14).
+"""Mutation testing with mutmut 3: the verdict- and reward-deciding modules (issue 14), and the execution,
+service and environment modules around them (issue 27).
 
 For each module, mutmut plants small bugs one at a time (an operator flipped, a constant changed, a
 call argument dropped, ...) and runs the module's *fast unit tests* against each; a mutant the tests
@@ -43,6 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 EVALUATOR = "src/tritongym/evaluator"
 RL = "src/tritongym/rl"
+EXECUTION = "src/tritongym/execution"
+SERVICE = "src/tritongym/service"
+ENV = "src/tritongym/env"
 DEFAULTS_TEST = "tests/unit/evaluator/test_defaults.py"
 
 # module name -> (file to mutate, fast unit tests that exercise it)
@@ -62,6 +66,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
     "correction": (f"{RL}/correction.py", ["tests/unit/rl"]),
     "estimators": (f"{RL}/estimators.py", ["tests/unit/rl"]),
+    # Outside the evaluator (issue 27). The execution tests start real jailed fork servers and reference
+    # workers; only the host side (the test process) is mutated: the fork server and workers run in
+    # processes of their own, which import the unmutated package.
+    "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
+    "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py"]),
+    "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver.py",
+                                                   "tests/execution/test_pool_bounds.py"]),
+    "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
+    "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core.py"]),
+    "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
+    "history": (f"{ENV}/history.py", ["tests/env/test_history.py", "tests/env/test_history_bounds.py"]),
+    "feedback": (f"{ENV}/feedback.py", ["tests/env/test_feedback.py", "tests/env/test_feedback_budget.py"]),
+    "records": (f"{ENV}/records.py", ["tests/env/test_records_fields.py", "tests/env/test_agent_resume_exact.py"]),
+    "env_core": (f"{ENV}/core.py", ["tests/env/test_env.py", "tests/env/test_records_fields.py",
+                                    "tests/env/test_agent_resume_exact.py"]),
 }
 
 # Tests that cannot pass under mutmut whatever the mutant, so they say nothing about the mutants:

@@ -131,5 +131,6 @@ def test_minimal_keeps_at_least_40_characters_of_its_line_and_then_cuts():
     violated = EvalResult(status=Status.INTEGRITY_VIOLATION, violations=[Violation("trivial_output", message)])
     head = "Status: integrity_violation (reward 0)."  # 39: 80 - 39 - 4 = 37 < 40
     line = f"Violation trivial_output: {message}"[:40]
-    assert FeedbackPolicy("minimal", max_chars=80).render(violated) == (head + "\n\n" + line)[: 80 - len(MARKER)] + MARKER
+    cut = (head + "\n\n" + line)[: 80 - len(MARKER)] + MARKER
+    assert FeedbackPolicy("minimal", max_chars=80).render(violated) == cut
     assert FeedbackPolicy("minimal", max_chars=81).render(violated) == head + "\n\n" + line

@@ -52,7 +52,8 @@ def test_turn_record_carries_each_field_of_the_turn(env):
         "generation_s": 1.2346, "eval_s": round(turn.eval_s, 4), "env_s": round(info["env_s"], 6),
         "wall_s": 2.3457,
     }
-    assert record["result"]["status"] == "runtime_error" and record["result"]["error"] == "Traceback\nRuntimeError: boom"
+    assert record["result"]["status"] == "runtime_error"
+    assert record["result"]["error"] == "Traceback\nRuntimeError: boom"
     assert list(record) == ["turn", "iteration", "messages", "reply", "reasoning", "code", "void", "status", "result",
                             "reward", "feedback", "feedback_message", "usage", "finish_reason", "request_attempts",
                             "generation_s", "eval_s", "env_s", "wall_s"]

@@ -1,0 +1,115 @@
+"""Warm reference runners under their bounds: which the LRU evicts, in which order, the memory bound,
+and runners that died or ended abnormally.
+
+Real reference workers (forks of a trusted fork server) for tiny distinct problems; no candidate runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tests.execution.conftest import needs_forkserver
+
+from tritongym.execution.references import WarmReferences
+from tritongym.tasks.problem import Problem
+
+pytestmark = [pytest.mark.sandbox, needs_forkserver()]
+
+
+def problem(scale: int) -> Problem:
+    """A distinct tiny problem per `scale` (a different source, so a different content hash)."""
+    source = f'''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * {scale}
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+    return Problem.from_source(source, name=f"relu_x{scale}")
+
+
+def kept(runner) -> bool:
+    """Not closed: `ReferenceRunner.close` removes its folder (a released fork handle cannot be asked)."""
+    return runner._dir.exists()
+
+
+@pytest.fixture
+def references():
+    cache = WarmReferences(max_idle=2, threads=1)
+    yield cache
+    cache.close()
+
+
+def test_the_least_recently_released_runner_is_evicted_first(references):
+    a, b, c = (references.acquire(problem(n), "cpu", 60.0) for n in (1, 2, 3))
+    assert references.misses == 3 and references.hits == 0
+    references.release(a, reusable=True)
+    references.release(b, reusable=True)
+    assert references.idle() == 2 and kept(a) and kept(b)
+    references.release(c, reusable=True)  # over the bound: a, the oldest, goes
+    assert references.idle() == 2
+    assert not kept(a) and kept(b) and kept(c)
+    # Using b makes it the most recent: the next eviction takes c.
+    again = references.acquire(problem(2), "cpu", 60.0)
+    assert again is b and references.hits == 1 and references.idle() == 1
+    assert again.timeout == 60.0
+    references.release(again, reusable=True)
+    d = references.acquire(problem(4), "cpu", 60.0)
+    references.release(d, reusable=True)
+    assert not kept(c) and kept(b) and kept(d)
+    fresh = references.acquire(problem(3), "cpu", 30.0)
+    assert fresh is not c and references.misses == 5
+    fresh.close()
+
+
+def test_the_most_recently_released_runner_of_a_problem_is_handed_out_first(references):
+    first, second = references.acquire(problem(5), "cpu", 60.0), references.acquire(problem(5), "cpu", 60.0)
+    references.release(first, reusable=True)
+    references.release(second, reusable=True)
+    assert references.acquire(problem(5), "cpu", 10.0) is second
+    assert references.acquire(problem(5), "cpu", 20.0) is first and first.timeout == 20.0
+    assert references.hits == 2 and references.misses == 2 and references.idle() == 0
+    references.release(first, reusable=True)
+    references.release(second, reusable=True)
+
+
+def test_a_runner_ended_abnormally_or_dead_is_closed_not_kept(references):
+    runner = references.acquire(problem(6), "cpu", 60.0)
+    references.release(runner, reusable=False)
+    assert references.idle() == 0 and not kept(runner)
+    dead = references.acquire(problem(6), "cpu", 60.0)
+    dead.process.kill()
+    references.release(dead, reusable=True)
+    assert references.idle() == 0 and not kept(dead)
+    # A runner that died while idle is not handed out: the next acquire starts a fresh one.
+    idle = references.acquire(problem(6), "cpu", 60.0)
+    references.release(idle, reusable=True)
+    idle.process.kill()
+    misses = references.misses
+    fresh = references.acquire(problem(6), "cpu", 60.0)
+    assert fresh is not idle and references.misses == misses + 1 and references.hits == 0
+    assert not kept(idle)
+    assert fresh.process.alive()
+    references.release(fresh, reusable=True)
+
+
+def test_the_memory_bound_keeps_only_the_most_recent_runner():
+    cache = WarmReferences(max_idle=8, max_idle_bytes=1, threads=1)
+    try:
+        runners = [cache.acquire(problem(n), "cpu", 60.0) for n in (7, 8, 9)]
+        for runner in runners:
+            cache.release(runner, reusable=True)
+        assert cache.idle() == 1  # every runner is over one byte; the newest is still kept
+        assert [kept(r) for r in runners] == [False, False, True]
+    finally:
+        cache.close()
+    assert not kept(runners[2])  # close() closes the idle ones too
