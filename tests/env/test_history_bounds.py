@@ -11,7 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tritongym.env import Attempt, BestK, CharBudget, LastK, TokenBudget, parse_history
+from tritongym.env import (
+    Attempt,
+    BestK,
+    Chain,
+    CharBudget,
+    FullHistory,
+    LastK,
+    NoHistory,
+    StripThinking,
+    TokenBudget,
+    parse_history,
+)
 
 
 def attempts(n: int) -> list[Attempt]:
@@ -95,3 +106,51 @@ def test_budget_policies_refuse_negative_limits():
         CharBudget(-1)
     with pytest.raises(ValueError, match="max_tokens must be >= 0, got -1"):
         TokenBudget(-1)
+
+
+@pytest.mark.parametrize(("spec", "kind", "describe"), [
+    ("full", FullHistory, "full"), ("none", NoHistory, "none"), ("strip-think", StripThinking, "strip-think"),
+    ("last:3", LastK, "last:3"), ("best:2", BestK, "best:2"), ("chars:100", CharBudget, "chars:100"),
+    ("tokens:50", TokenBudget, "tokens:50"), (" last:1 ", LastK, "last:1"),
+])
+def test_each_spelling_parses_to_its_policy_and_describes_itself_back(spec, kind, describe):
+    policy = parse_history(spec)
+    assert type(policy) is kind
+    assert policy.describe() == describe
+    assert repr(policy) == f"{kind.__name__}({describe!r})"
+    assert parse_history(policy) is policy
+
+
+def test_several_spellings_chain_left_to_right():
+    policy = parse_history("strip-think, last:2,,chars:1000")
+    assert isinstance(policy, Chain) and [type(p) for p in policy.policies] == [StripThinking, LastK, CharBudget]
+    assert policy.describe() == "strip-think,last:2,chars:1000"
+    history = [Attempt(turn=i, reply=f"<think>x</think>r{i}", feedback="f", reward=0.0) for i in range(4)]
+    assert [(a.turn, a.reply) for a in policy.select(history)] == [(2, "r2"), (3, "r3")]
+
+
+@pytest.mark.parametrize("spec", ["", " , ", ","])
+def test_an_empty_spelling_is_refused(spec):
+    with pytest.raises(ValueError, match="^empty history policy$"):
+        parse_history(spec)
+
+
+@pytest.mark.parametrize("spec", ["full:1", "none:2", "strip-think:3", "FULL", "last", "last:x", "chars:", "tokens:1.5",
+                                  "middle:2", "last:-1"])
+def test_a_wrong_spelling_names_itself_and_the_choices(spec):
+    with pytest.raises(ValueError) as caught:
+        parse_history(f"full,{spec}")
+    assert str(caught.value) == (f"unknown history policy {spec!r}; use full, none, last:K, best:K, chars:N, "
+                                 "tokens:N or strip-think, joined by commas")
+
+
+def test_zero_budgets_are_allowed_and_keep_nothing():
+    history = attempts(2)
+    assert CharBudget(0).select(history) == [] and TokenBudget(0).select(history) == []
+    assert BestK(0).select(history) == []
+
+
+def test_the_default_token_estimate_is_characters_over_four_rounded_up():
+    history = [Attempt(turn=0, reply="r" * 17, feedback="f" * 9, reward=0.0)]  # 5 + 3 tokens
+    assert TokenBudget(8).select(history) == history
+    assert TokenBudget(7).select(history) == []
