@@ -18,7 +18,7 @@ import pytest
 from tests.execution.conftest import FIXTURES, RELU_PROBLEM, needs_forkserver
 
 from tritongym import EvalOptions, EvaluatorError, Status
-from tritongym.execution import EvalRequest, LocalPool
+from tritongym.execution import EvalRequest, LocalPool, PoolClosed
 
 pytestmark = [pytest.mark.sandbox, needs_forkserver()]
 
@@ -93,3 +93,76 @@ def test_a_job_whose_fork_server_dies_once_is_answered_by_its_second_run():
         assert job.attempts == 2
         stats = pool.stats()
         assert (stats.restarts, stats.failed, stats.completed) == (1, 0, 1)
+
+
+# -- arguments, closing and counters, without an evaluation --------------------------------------------
+
+def test_pool_arguments_are_checked():
+    with pytest.raises(ValueError, match="launcher must be auto, forkserver or spawn, got 'fork'"):
+        LocalPool(1, launcher="fork")
+    for workers in (0, -1, 1.5, "2"):
+        with pytest.raises(ValueError, match="workers must be an integer >= 1, got"):
+            LocalPool(workers)
+
+
+def test_an_idle_pool_reports_its_shape_and_refuses_what_is_not_a_request():
+    from concurrent.futures import Future
+
+    from tritongym.evaluator.sandbox import resolve_mode
+    from tritongym.execution.pool import _cores
+
+    pool = LocalPool(2, queue_size=3, reference_cache=4, threads=None)
+    try:
+        assert pool.workers == 2 and pool._queue.maxsize == 3
+        assert pool.threads == max(1, _cores() // 2)
+        assert pool.references is not None and pool.references.max_idle == 4
+        assert pool.references.threads == pool.threads
+        stats = pool.stats()
+        assert (stats.slots, stats.busy, stats.queued, stats.completed, stats.failed, stats.restarts,
+                stats.cancelled) == (2, 0, 0, 0, 0, 0, 0)
+        assert stats.launcher == "auto" and stats.sandbox == resolve_mode("auto")
+        assert stats.extra == {"reference_hits": 0, "reference_misses": 0}
+        with pytest.raises(TypeError, match="submit takes an EvalRequest, got str"):
+            pool.submit("relu.py")
+        answered = Future()
+        answered.set_result(None)
+        assert pool.cancel(answered) is False  # answered already, and not one of this pool's jobs
+        assert [slot.thread.name for slot in pool._slots] == ["tritongym-slot-0", "tritongym-slot-1"]
+        assert all(slot.thread.is_alive() and slot.thread.daemon for slot in pool._slots)
+    finally:
+        pool.close()
+    assert not any(slot.thread.is_alive() for slot in pool._slots)
+    with pytest.raises(PoolClosed, match="the pool is closed"):
+        pool.submit(EvalRequest(RELU_PROBLEM, "x", OPTIONS))
+    pool.close()  # a second close is a no-op
+
+
+def test_pool_defaults():
+    from tritongym.execution.pool import _cores, default_workers
+
+    pool = LocalPool(1, launcher="spawn", reference_cache=0, threads=3)
+    try:
+        assert pool.references is None and pool.threads == 3 and pool._queue.maxsize == 64
+        assert pool.stats().launcher == "spawn"
+        assert pool.stats().extra == {"reference_hits": 0, "reference_misses": 0}
+    finally:
+        pool.close()
+    assert default_workers("cpu") == _cores()
+    import torch
+
+    assert default_workers("auto") == (torch.cuda.device_count() if torch.cuda.is_available() else _cores())
+
+
+def test_closing_cancels_the_queued_jobs_and_counts_them():
+    marker = f"tritongym-close-{uuid.uuid4().hex}"
+    spinner = SPIN.read_text().replace("MARKER_PLACEHOLDER", marker)
+    pool = LocalPool(1, launcher="forkserver")
+    running = pool.submit(EvalRequest(RELU_PROBLEM, spinner, EvalOptions(**{**OPTIONS.__dict__, "timeout": 3.0})))
+    queued = [pool.submit(EvalRequest(RELU_PROBLEM, FIXTURES / "relu_honest.py", OPTIONS)) for _ in range(2)]
+    wait_for_new_log(marker, set())
+    assert pool.stats().queued == 2 and pool.stats().busy == 1
+    pool.close(cancel_queued=True)  # waits for the running job (it times out after 3 s)
+    assert all(f.cancelled() for f in queued)
+    assert running.result(timeout=1).status == Status.TIMEOUT
+    stats = pool.stats()
+    assert (stats.cancelled, stats.completed, stats.busy, stats.queued) == (2, 1, 0, 0)
