@@ -252,3 +252,23 @@ def test_a_done_job_without_a_result_is_reported_as_unfinished():
     response = to_kernelgym(record(state=JobState.DONE, result=None), "t8")
     assert response.metadata == {"tritongym_state": "done"} and response.status == "completed"
     assert response.error_code is None
+
+
+def test_coverage_counts_a_kernel_without_a_time_as_zero_and_a_sub_microsecond_total():
+    result = {"status": "ok", "device": "cuda:0",
+              "kernel_profile": [{"kernel": "mine", "candidate": True, "device_us": 0.25},
+                                 {"kernel": "untimed", "candidate": True},
+                                 {"kernel": "aten", "candidate": False, "device_us": 0.5},
+                                 {"kernel": "aten2", "candidate": False}]}
+    metadata = to_kernelgym(record(result=result), "t").metadata
+    assert metadata["custom_kernel_cuda_time_in_profiling_us"] == 0.25
+    assert metadata["total_kernel_run_time_in_profiling_us"] == 0.75
+    assert metadata["custom_kernel_cuda_time_coverage"] == "0.3333"
+    assert metadata["triton_kernel_coverage"] == "2/4"
+    assert metadata["triton_kernel_in_profiling"] == ["mine", "untimed"]
+    assert "tritongym_coverage" not in metadata
+
+
+def test_a_correct_kernel_reports_no_error_even_when_the_result_carries_text():
+    response = to_kernelgym(record(result={"status": "ok", "device": "cpu", "error": "a notice"}), "t")
+    assert response.error_message is None and response.error_code is None
