@@ -71,8 +71,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # processes of their own, which import the unmutated package.
     "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
     "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py"]),
-    "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver.py",
-                                                   "tests/execution/test_pool_bounds.py"]),
+    # The trusted (reference) path only: the jailed candidate path's tests (test_forkserver.py, minutes)
+    # would make each mutant cost minutes on a 2-core machine.
+    "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",
+                                                   "tests/execution/test_references_lru.py"]),
     "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
     "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core.py"]),
     "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
