@@ -39,6 +39,7 @@ def test_turn_record_carries_each_field_of_the_turn(env):
     _, reward, terminated, truncated, info = env.step(reply("raise RuntimeError('boom')"))
     assert (reward, terminated, truncated) == (0.0, False, False)
     turn = env.turns[0]
+    turn.eval_s = 3.456789  # the callable evaluator takes microseconds: a known time shows the rounding
     record = turn_record(turn, observation, info, generation_s=1.234567, wall_s=2.345678,
                          usage={"completion_tokens": 7}, finish_reason="length", reasoning="plan",
                          request_attempts=3)
@@ -49,7 +50,7 @@ def test_turn_record_carries_each_field_of_the_turn(env):
         "reasoning": "plan", "code": "raise RuntimeError('boom')\n", "void": False, "status": "runtime_error",
         "result": turn.result.to_dict(), "reward": 0.0, "feedback": feedback, "feedback_message": turn.message,
         "usage": {"completion_tokens": 7}, "finish_reason": "length", "request_attempts": 3,
-        "generation_s": 1.2346, "eval_s": round(turn.eval_s, 4), "env_s": round(info["env_s"], 6),
+        "generation_s": 1.2346, "eval_s": 3.4568, "env_s": round(info["env_s"], 6),
         "wall_s": 2.3457,
     }
     assert record["result"]["status"] == "runtime_error"
@@ -133,5 +134,8 @@ def test_run_provenance_fields(env):
     bare = run_provenance(env, object())
     assert bare["evaluator"] == {"kind": "object"} and bare["evaluator_options"] == {}
     assert bare["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    # The options' device is recorded as given (no GPU is touched to record "cuda:1").
+    indexed = run_provenance(env, type("Indexed", (), {"options": EvalOptions(device="cuda:1")})())
+    assert indexed["device"] == "cuda:1" and indexed["device_name"] == platform.processor()
     auto = run_provenance(env, type("Auto", (), {"options": EvalOptions(device="auto")})())
     assert auto["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
