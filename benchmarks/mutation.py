@@ -82,8 +82,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "feedback": (f"{ENV}/feedback.py", ["tests/env/test_feedback.py", "tests/env/test_feedback_budget.py",
                                         "tests/env/test_feedback_text.py"]),
     "records": (f"{ENV}/records.py", ["tests/env/test_records_fields.py", "tests/env/test_agent_resume_exact.py"]),
-    "env_core": (f"{ENV}/core.py", ["tests/env/test_env.py", "tests/env/test_records_fields.py",
-                                    "tests/env/test_agent_resume_exact.py"]),
+    "env_core": (f"{ENV}/core.py", ["tests/env/test_env.py", "tests/env/test_env_core_fields.py",
+                                    "tests/env/test_records_fields.py", "tests/env/test_agent_resume_exact.py"]),
 }
 
 # Tests that cannot pass under mutmut whatever the mutant, so they say nothing about the mutants:

@@ -1,0 +1,119 @@
+"""KernelEnv's values one by one: what the task prompt states, the void message, the step's info,
+the async step, an attempt's fields, and the exact errors.
+
+The evaluator is a plain function (the documented ``(problem, solution) -> EvalResult`` form), so
+every verdict is known; tests/env/test_env.py covers the episode contract around these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tritongym.env import EpisodeError, KernelEnv, PromptTemplates
+from tritongym.env.core import VOID_REASON, Turn, _tolerance_text
+from tritongym.env.history import Attempt
+from tritongym.evaluator import EvalOptions
+from tritongym.evaluator.result import EvalResult, Status
+
+CODE = "class ModelNew: pass\n"
+REPLY = f"<think>t</think>\n```python\n{CODE}```"
+
+
+def slow_ok(problem, code: str) -> EvalResult:
+    time.sleep(0.02)  # a known lower bound on the evaluation's time
+    return EvalResult(status=Status.OK, reward=0.5)
+
+
+@pytest.mark.parametrize(("options", "text"), [
+    (None, "atol=rtol=1e-2"),
+    (EvalOptions(), "atol=rtol=1e-2"),
+    (EvalOptions(tolerance="strict"), "atol=rtol=1e-4 for float32"),
+    (EvalOptions(atol=0.001), "atol=0.001, rtol=preset"),
+    (EvalOptions(rtol=0.002), "atol=preset, rtol=0.002"),
+    (EvalOptions(atol=0.001, rtol=0.002), "atol=0.001, rtol=0.002"),
+])
+def test_the_task_states_the_tolerance(options, text):
+    assert _tolerance_text(options) == text
+
+
+def test_the_task_prompt_fills_every_value(tmp_path):
+    (tmp_path / "task.md").write_text("$problem_id@@$name@@$tolerance@@$few_shot@@$source", encoding="utf-8")
+    env = KernelEnv("builtin", evaluator=slow_ok, options=EvalOptions(atol=0.5), templates=str(tmp_path))
+    messages, info = env.reset(options={"problem": "02_leaky_relu"})
+    problem = env.problem
+    assert messages[1] == {"role": "user", "content": f"{problem.problem_id}@@{problem.name}@@atol=0.5, rtol=preset"
+                                                      f"@@@@{problem.source.strip()}"}
+    assert info == {"problem_id": problem.problem_id, "turn": 0, "turn_budget": 3}
+    with_example = KernelEnv("builtin", evaluator=slow_ok, templates=str(tmp_path), few_shot=True)
+    messages, _ = with_example.reset(options={"problem": "02_leaky_relu"})
+    assert messages[1]["content"].split("@@")[3] == PromptTemplates.load().few_shot
+    assert PromptTemplates.load().few_shot.strip()
+
+
+def test_a_step_reports_its_code_times_and_turn():
+    env = KernelEnv("builtin", evaluator=slow_ok, max_turns=2)
+    env.reset(options={"problem": 0})
+    started = time.perf_counter()
+    _, reward, terminated, truncated, info = env.step(REPLY)
+    elapsed = time.perf_counter() - started
+    assert (reward, terminated, truncated) == (0.5, False, False)
+    assert info["code"] == CODE and info["status"] == "ok" and info["void"] is False and info["turn"] == 0
+    assert info["iteration"] == 0 and info["best_turn"] == 0 and info["best_reward"] == 0.5
+    assert 0.02 <= info["eval_s"] <= elapsed and env.turns[0].eval_s == info["eval_s"]
+    assert 0 <= info["env_s"] < elapsed
+
+
+def test_an_async_step_is_the_same_step():
+    env = KernelEnv("builtin", evaluator=slow_ok, max_turns=2)
+    env.reset(options={"problem": 0})
+    started = time.perf_counter()
+    _, reward, _, _, info = asyncio.run(env.astep(REPLY))
+    elapsed = time.perf_counter() - started
+    assert reward == 0.5 and info["code"] == CODE and not info["void"] and env.turns[0].code == CODE
+    assert 0.02 <= info["eval_s"] <= elapsed and env.turns[0].eval_s == info["eval_s"]
+    _, reward, _, truncated, info = asyncio.run(env.astep("no code"))
+    assert (reward, truncated, info["void"], info["eval_s"], info["code"]) == (0.0, True, True, 0.0, None)
+
+
+def test_a_void_turn_says_why_in_its_template():
+    env = KernelEnv("builtin", evaluator=slow_ok, max_turns=3)
+    env.reset(options={"problem": 0})
+    observation, _, _, _, info = env.step("prose only")
+    expected = env.templates.render("void", reason=VOID_REASON, attempt=1, max_attempts=3).strip()
+    assert observation[-1] == {"role": "user", "content": expected}
+    assert VOID_REASON in expected and info["feedback"] == VOID_REASON and info["eval_s"] == 0.0
+    assert env.turns[0].eval_s == 0.0
+
+
+def test_an_attempt_carries_the_turns_fields():
+    evaluated = Turn(turn=4, iteration=1, reply="r", code="c", result=EvalResult(status=Status.OK, reward=0.5),
+                     reward=0.5, feedback="f", message="m")
+    assert evaluated.attempt() == Attempt(turn=4, reply="r", feedback="m", reward=0.5, void=False)
+    void = Turn(turn=2, iteration=0, reply="x", code=None, result=None, reward=0.0, feedback="f", message="v")
+    assert void.attempt() == Attempt(turn=2, reply="x", feedback="v", reward=0.0, void=True)
+    assert void.status == "void" and evaluated.status == "ok"
+
+
+def test_resuming_needs_fewer_turns_than_the_budget():
+    env = KernelEnv("builtin", evaluator=slow_ok, max_turns=2)
+    env.reset(options={"problem": 0})
+    env.step(REPLY)
+    one = list(env.turns)
+    _, info = env.reset(options={"problem": 0, "turns": one})
+    assert info["turn"] == 1
+    env.step(REPLY)
+    with pytest.raises(EpisodeError, match="^2 turns given to resume from; the budget is 2$"):
+        env.reset(options={"problem": 0, "turns": list(env.turns)})
+
+
+def test_the_exact_errors_of_a_misused_episode():
+    env = KernelEnv("builtin", evaluator=slow_ok, max_turns=1)
+    message = r"^call reset\(\) before step\(\): the episode has not started or has ended$"
+    with pytest.raises(EpisodeError, match=message):
+        env.step(REPLY)
+    env.reset(options={"problem": 0})
+    with pytest.raises(TypeError, match="^the action is the model's reply as a string, got list$"):
+        env.step(["not", "a", "string"])
