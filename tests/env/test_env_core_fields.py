@@ -117,3 +117,49 @@ def test_the_exact_errors_of_a_misused_episode():
     env.reset(options={"problem": 0})
     with pytest.raises(TypeError, match="^the action is the model's reply as a string, got list$"):
         env.step(["not", "a", "string"])
+
+
+def test_the_info_names_the_problem_and_the_feedback_and_env_time_excludes_the_evaluation():
+    def slower(problem, code):
+        time.sleep(0.15)
+        return EvalResult(status=Status.INCORRECT, error="1 of 1 trials failed")
+
+    env = KernelEnv("builtin", evaluator=slower, max_turns=2, feedback="minimal")
+    env.reset(options={"problem": "02_leaky_relu"})
+    _, _, _, _, info = env.step(REPLY)
+    assert info["problem_id"] == env.problem.problem_id and info["iteration"] == 0
+    assert info["feedback"] == "Status: incorrect (reward 0).\n\n1 of 1 trials failed" == env.turns[0].feedback
+    assert info["eval_s"] >= 0.15 and 0 <= info["env_s"] < 0.15
+
+
+def test_the_terminal_observation_of_a_scaled_episode_is_its_last_iterations_context():
+    rewards = iter([0.2, 0.9, 0.1])
+
+    def scored(problem, code):
+        return EvalResult(status=Status.OK, reward=next(rewards))
+
+    env = KernelEnv("builtin", evaluator=scored, max_turns=2, iterations=2, keep_best=1)
+    env.reset(options={"problem": 0})
+    replies = [f"```python\nx = {i}\n```" for i in range(3)]
+    for reply in replies[:2]:
+        env.step(reply)
+    observation, _, _, truncated, _ = env.step(replies[2])  # turn 2 opened iteration 1, and ended the episode
+    assert truncated and env.turn_budget == 3
+    # Iteration 1's context: the best earlier attempt (turn 1, reward 0.9), then its own turn 2.
+    assert [m["content"] for m in observation[2::2]] == [replies[1], replies[2]]
+
+
+def test_success_rules_and_unknown_problems():
+    from tritongym.env.core import success_rule
+
+    def rule(result):
+        return True
+
+    assert success_rule(rule) is rule
+    assert success_rule(None) is None and success_rule("never") is None
+    with pytest.raises(ValueError, match="success rule must be 'never', 'correct', 'speedup:X' or a callable, got "
+                                         "'speedup:fast'"):
+        success_rule("speedup:fast")
+    env = KernelEnv("builtin", evaluator=slow_ok)
+    with pytest.raises(KeyError, match="no problem named 'missing' in this environment"):
+        env.reset(options={"problem": "missing"})
