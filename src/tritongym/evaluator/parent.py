@@ -36,6 +36,7 @@ from tritongym.errors import EvaluatorError, OptionsError, SolutionError, Triton
 from tritongym.evaluator import checks, cleanroom, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator import launchlog
 from tritongym.evaluator.families import FAMILY_TASK
@@ -168,6 +169,10 @@ class _Evaluation:
             # The worker could not use the device before any candidate code ran: the machine's
             # fault (driver, jail), never the candidate's.
             raise EvaluatorError(f"the candidate worker cannot use the device: {text}")
+        if kind == "unsupported" and not interpreter_gaps(self.solution_source):
+            # The candidate's process says "not supported in interpreter mode", but its kernels use
+            # no construct the interpreter lacks: an exception text is not evidence.
+            return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
         if kind == "unsupported":
             notice = Notice(NoticeCode.INTERPRETER_LIMIT,
                             "the CPU interpreter cannot run a construct this candidate uses (inline assembly or an "
@@ -320,6 +325,10 @@ class _Evaluation:
     def _room_error(self, record: cleanroom.TrialRecord, payload: Any) -> None:
         payload = payload if isinstance(payload, dict) else {}
         kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
+        if kind == "unsupported" and not interpreter_gaps(self.solution_source):
+            # The candidate's process says "not supported in interpreter mode", but its kernels use
+            # no construct the interpreter lacks: an exception text is not evidence.
+            return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
         if kind == "unsupported":
             notice = Notice(NoticeCode.INTERPRETER_LIMIT,
                             "the CPU interpreter cannot run a construct this candidate uses (measured in the clean "
@@ -374,14 +383,14 @@ class _Evaluation:
             raise ProtocolError("malformed ready reply")
         self.kernels_found = bool(found)
         shown = [f[:500] for f in findings if isinstance(f, str)][:3]
-        if shown:
+        if shown and self.options.candidate_checks:
             self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL, "; ".join(shown)))
 
     def note_tampering(self, tampered: Any, when: str) -> None:
         if not isinstance(tampered, list):
             raise ProtocolError("malformed tampering report")
         names = [t[:200] for t in tampered if isinstance(t, str)][:8]
-        if names:
+        if names and self.options.candidate_checks:
             self.add_violation(Violation(ViolationCode.HARNESS_TAMPERING,
                                          f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
@@ -428,6 +437,8 @@ class _Evaluation:
             self.candidate_ops.setdefault(op, None)
         for launch in evidence.launches:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
+        if not self.options.candidate_checks:
+            return
         for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work):
             if violation.code == ViolationCode.NO_TRITON_LAUNCH and not self.kernels_found and not any(
                     launch.candidate for launch in evidence.launches):
