@@ -212,7 +212,13 @@ class KernelBuilder:
             problems = check_kernel_body(function, bindings, self._value_attrs)
             if problems:
                 raise KernelRefused(f"kernel {entry['name']}: " + "; ".join(problems[:4]))
-            namespace: dict[str, Any] = {"__builtins__": {name: _builtin(name) for name in BUILTINS}}
+            from triton import language as tl
+
+            # The interpreter finds triton.language among a kernel's globals to patch it; a helper
+            # that names no `tl` (it only does arithmetic) still needs it there, under a name the
+            # body check never lets a kernel use.
+            namespace: dict[str, Any] = {"__builtins__": {name: _builtin(name) for name in BUILTINS},
+                                         "_tritongym_language": tl}
             used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
             for name, binding in bindings.items():
                 if name in used:

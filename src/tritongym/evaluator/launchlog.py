@@ -290,6 +290,16 @@ class LaunchLog:
         if self._realpath(fn.__code__.co_filename) != self.candidate_file:
             raise Unloggable(f"kernel {fn.__name__} is not defined in the solution file")
         cached = self._bindings.get(key)
+        if cached is not None:
+            # Known from an earlier call: this call's table needs it and every kernel it names.
+            pending = [key]
+            while pending:
+                current = pending.pop()
+                if current in self.log.kernels or current not in self._bindings:
+                    continue
+                entry = self.log.kernels[current] = self._bindings[current]
+                pending.extend(b["kernel"] for b in entry["globals"].values() if "kernel" in b)
+            return key
         if cached is None:
             cached = {"name": fn.__name__, "line": fn.__code__.co_firstlineno, "globals": {}}
             self._bindings[key] = cached
