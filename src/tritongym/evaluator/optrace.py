@@ -258,6 +258,18 @@ def _input_elements(args: Any, kwargs: Any) -> int:
     return sum(t.numel() for t in _tensors(args, _tensors(kwargs, [])))
 
 
+def custom_op_function(func: Any) -> Any:
+    """The Python function behind a `torch.library.custom_op` / `triton_op` overload, or None."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:  # pragma: no cover - torch without torch.library.custom_op
+        return None
+    schema = getattr(func, "_schema", None)
+    name = getattr(schema, "name", None)
+    opdef = OPDEFS.get(name) if isinstance(name, str) else None
+    return getattr(opdef, "_init_fn", None)
+
+
 def op_work(func: Any, args: Any, kwargs: Any, out: Any, _flops: Any = _FLOPS) -> tuple[int, int] | None:
     """``(elements read, FLOPs)`` of a compute op, None for bookkeeping (views, copies, fills).
 
@@ -313,11 +325,13 @@ class OpTrace(TorchDispatchMode):
         name = op_name(func)
         self.seen += 1
         if getattr(func, "namespace", "aten") not in BUILTIN_NAMESPACES:
-            # A custom op (`torch.library.custom_op`, `triton_op`): what runs inside it is what
-            # counts (its ATen ops and Triton launches), so it runs with this trace still on and
-            # is neither logged nor counted itself.
-            with self:
-                return func(*args, **kwargs)
+            implementation = custom_op_function(func)
+            if implementation is not None:
+                # A custom op (`torch.library.custom_op`, `triton_op`): what runs inside it is
+                # what counts (its ATen ops and Triton launches), so its Python implementation
+                # runs with this trace on again, and the op itself is neither logged nor counted.
+                with self:
+                    return implementation(*args, **kwargs)
         event = self.log.before_op(func, args, kwargs) if self.log is not None else None
         out = func(*args, **kwargs)
         if event is not None:
