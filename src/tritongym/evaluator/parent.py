@@ -106,6 +106,10 @@ def resolve_device(device: str) -> str:
     return device
 
 
+#: Most trials added so that every autotune config runs on a perturbed input family.
+MAX_AUTOTUNE_EXTRA_TRIALS = 16
+
+
 @dataclass
 class _Evaluation:
     """State of one evaluation while it runs (the public entry point is `evaluate`)."""
@@ -216,30 +220,20 @@ class _Evaluation:
             want_truth = self.options.precision_policy != "off"
             for index, family in enumerate(plan):
                 phase = f"trial {index} ({family})"
-                trial = reference.trial(self.seed_source(), family, truth=want_truth)
-                if family == FAMILY_TASK:
-                    self.reference_ops = trial.compute_ops
-                    self.bytes_moved = sum(t.numel() * t.element_size()
-                                           for t in trivial.tensors(trial.inputs) + trivial.tensors(trial.expected))
-                elif not trial.finite:
-                    self.notices.append(Notice(NoticeCode.FAMILY_SKIPPED,
-                                               f"input family {family!r} skipped: the reference output is not "
-                                               "finite on it"))
-                    continue
-                nonce = secrets.token_hex(8)
-                candidate.allow_reply_bytes(trivial.tensors(trial.expected))
-                candidate.channel.max_message_bytes += launchlog.MAX_EXTERNAL_BYTES
-                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs,
-                                                                "trial": index}),
-                                     "called", f"{phase} (forward)")
-                if reply.get("nonce") != nonce:
-                    raise ProtocolError("the reply answers another request (nonce mismatch)")
-                self.record_call(index, trial, reply)
-                ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
-                self.records.append(cleanroom.TrialRecord(
-                    index=index, family=family, inputs=trial.inputs, expected=trial.expected,
-                    compute_work=tuple(trial.compute_work), log=reply.get("log"),
-                    configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+                self._run_trial(reference, candidate, index, family, want_truth, phase)
+            # Every autotune config the trials ran must also run on a perturbed family: a config
+            # that is right only on the task's distribution is otherwise never really checked.
+            index = len(plan)
+            for extra in range(MAX_AUTOTUNE_EXTRA_TRIALS if self.options.input_families else 0):
+                missing = self.configs_without_a_family()
+                if not missing or not self.passing():
+                    break
+                _kernel, position, count = missing[0]
+                index += (position - index) % count
+                family = self.options.input_families[extra % len(self.options.input_families)]
+                phase = f"trial {index} ({family}, autotune config {position + 1} of {count})"
+                self._run_trial(reference, candidate, index, family, want_truth, phase)
+                index += 1
             self.phases["trials"] = time.monotonic() - clock
         except TimeoutError as exc:
             raise CandidateFailed(
@@ -374,6 +368,40 @@ class _Evaluation:
                                          "computation as Triton kernels"))
             return False
         return True
+
+    def _run_trial(self, reference: ReferenceRunner, candidate: WorkerHandle, index: int, family: str,
+                   want_truth: bool, phase: str) -> None:
+        """One trial: fresh inputs from a secret seed, the candidate's answer, its launch log kept."""
+        trial = reference.trial(self.seed_source(), family, truth=want_truth)
+        if family == FAMILY_TASK:
+            self.reference_ops = trial.compute_ops
+            self.bytes_moved = sum(t.numel() * t.element_size()
+                                   for t in trivial.tensors(trial.inputs) + trivial.tensors(trial.expected))
+        elif not trial.finite:
+            notice = Notice(NoticeCode.FAMILY_SKIPPED,
+                            f"input family {family!r} skipped: the reference output is not finite on it")
+            if notice not in self.notices:
+                self.notices.append(notice)
+            return
+        nonce = secrets.token_hex(8)
+        candidate.allow_reply_bytes(trivial.tensors(trial.expected))
+        candidate.channel.max_message_bytes += launchlog.MAX_EXTERNAL_BYTES
+        reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs, "trial": index}),
+                             "called", f"{phase} (forward)")
+        if reply.get("nonce") != nonce:
+            raise ProtocolError("the reply answers another request (nonce mismatch)")
+        self.record_call(index, trial, reply)
+        ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
+        self.records.append(cleanroom.TrialRecord(
+            index=index, family=family, inputs=trial.inputs, expected=trial.expected,
+            compute_work=tuple(trial.compute_work), log=reply.get("log"),
+            configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+
+    def configs_without_a_family(self) -> list[tuple[str, int, int]]:
+        """``(kernel, position, count)`` of autotune configs no perturbed-family trial has run."""
+        on_family = {config for record in self.records if record.family != FAMILY_TASK for config in record.configs}
+        return [(kernel, position, count) for kernel, (_positions, count) in sorted(self.autotune_checked.items())
+                for position in range(count) if (kernel, position) not in on_family]
 
     def note_kernels(self, ready: dict[str, Any]) -> None:
         """What the worker found after the import: the kernels, and any Python inside them."""
