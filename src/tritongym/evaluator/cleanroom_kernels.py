@@ -42,7 +42,7 @@ from tritongym.evaluator.launchlog import KERNEL_MODULES
 BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "tuple", "list", "zip",
                       "enumerate"})
 #: Value attributes that are never allowed (the interpreter's raw arrays and Python internals).
-DENIED_VALUE_ATTRIBUTES = frozenset({"handle", "data", "fn", "globals", "code", "mro"})
+DENIED_VALUE_ATTRIBUTES = frozenset({"handle", "data", "fn", "globals", "code", "mro", "to_ir"})
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.If, ast.Return, ast.Expr,
                ast.Pass, ast.Break, ast.Continue, ast.Assert)
@@ -60,7 +60,13 @@ def value_attributes() -> frozenset[str]:
     """Public members of Triton's tensor and dtype classes: what a kernel may use on a value."""
     from triton import language as tl
 
-    names = {n for cls in (tl.tensor, tl.dtype, tl.constexpr) for n in dir(cls) if not n.startswith("_")}
+    samples: list[Any] = [tl.tensor, tl.dtype, tl.constexpr, tl.float32, tl.pointer_type(tl.float32)]
+    try:
+        samples.append(tl.block_type(tl.float32, [2]))
+    except Exception:  # noqa: BLE001 - another Triton's constructor: the classes above still count
+        samples.append(tl.block_type)
+    # Instances too: ``element_ty``, ``address_space``, ``numel`` are set in __init__.
+    names = {n for sample in samples for n in dir(sample) if not n.startswith("_")}
     names |= {"dtype", "shape", "T", "value", "numel", "type"}
     return frozenset(names - DENIED_VALUE_ATTRIBUTES)
 
