@@ -200,3 +200,34 @@ def test_a_store_reopened_sees_what_was_written(tmp_path):
         assert again.get_by_key("k").state == JobState.QUEUED
     finally:
         again.close()
+
+
+def test_the_conflict_message_says_what_to_do():
+    error = IdempotencyConflict("k", "job-1")
+    assert str(error) == ("idempotency key 'k' already names job job-1 with a different request; use a new key for "
+                          "a new request")
+
+
+def test_default_page_sizes(store):
+    for n in range(1001):
+        store.put_problem(f"p{n:04d}", "s", "n", "p", None, registered=True)
+    listed = store.list_problems()
+    assert len(listed) == 1000 and all(p.registered is True for p in listed)
+    store.put_problem("unregistered", "s", "n", "p", None, registered=False)
+    (unregistered,) = store.list_problems(["unregistered"], registered_only=False)
+    assert unregistered.registered is False
+    store.insert_jobs([job(n) for n in range(21)])
+    for n in range(21):
+        store.finish(f"job-{n}", JobState.DONE, result={}, finished=1000.0 + n)
+    recent = store.recent_final()
+    assert len(recent) == 20 and recent[0].id == "job-20" and recent[-1].id == "job-1"
+
+
+def test_pruning_by_age_and_count_together_counts_both(store):
+    store.insert_jobs([job(n) for n in range(4)])
+    now = time.time()
+    for n, age in ((0, 5000), (1, 4000), (2, 30), (3, 20)):
+        store.finish(f"job-{n}", JobState.DONE, result={}, finished=now - age)
+    # Two are too old; of the two left, the older is beyond the newest one.
+    assert store.prune(max_age_s=1000, max_finished=1) == 3
+    assert sorted(store.get_many([f"job-{n}" for n in range(4)])) == ["job-3"]
