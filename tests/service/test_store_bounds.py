@@ -231,3 +231,41 @@ def test_pruning_by_age_and_count_together_counts_both(store):
     # Two are too old; of the two left, the older is beyond the newest one.
     assert store.prune(max_age_s=1000, max_finished=1) == 3
     assert sorted(store.get_many([f"job-{n}" for n in range(4)])) == ["job-3"]
+
+
+def test_a_batch_goes_on_after_a_job_whose_key_exists(store):
+    store.insert_jobs([job(1, key="k")])
+    results = store.insert_jobs([job(2, key="k"), job(3), job(4, key="k4")])
+    assert [(r.id, created) for r, created in results] == [("job-1", False), ("job-3", True), ("job-4", True)]
+    assert store.get("job-3") is not None and store.get_by_key("k4").id == "job-4"
+
+
+def test_options_are_stored_in_canonical_key_order(store):
+    new = NewJob(id="j", idempotency_key=None, fingerprint="f", client="c", api="native", problem_hash="h",
+                 solution="s", options={"zeta": 1, "alpha": {"y": 2, "x": 1}})
+    ((record, _),) = store.insert_jobs([new])
+    assert list(record.options) == ["alpha", "zeta"] and list(record.options["alpha"]) == ["x", "y"]
+
+
+def test_the_store_is_shared_by_threads_and_creates_its_folders(tmp_path):
+    import threading
+
+    store = JobStore(tmp_path / "a" / "b" / "jobs.db")
+    try:
+        store.insert_jobs([job(1)])
+        seen: list[object] = []
+
+        def other_thread() -> None:
+            try:
+                store.insert_jobs([job(2)])
+                seen.append(store.get("job-1").id)
+                seen.append(store.claim_queued(5, set())[0].id)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                seen.append(exc)
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(timeout=30)
+        assert seen == ["job-1", "job-1"]
+    finally:
+        store.close()
