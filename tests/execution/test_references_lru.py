@@ -113,3 +113,39 @@ def test_the_memory_bound_keeps_only_the_most_recent_runner():
     finally:
         cache.close()
     assert not kept(runners[2])  # close() closes the idle ones too
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:"))
+
+
+def test_resident_bytes_sums_a_process_and_its_descendants():
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tritongym.execution.references import _resident_bytes
+
+    # sh with two sleeping children (their RSS is stable while they sleep), in a session of its own.
+    tree = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            pids, stack = [], [tree.pid]
+            while stack:
+                pid = stack.pop()
+                pids.append(pid)
+                with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+                    stack.extend(int(child) for child in handle.read().split())
+            if len(pids) == 3 or time.monotonic() > deadline:
+                break
+        assert len(pids) == 3, pids
+        expected = sum(rss_bytes(pid) for pid in pids)
+        assert _resident_bytes(tree.pid) == expected
+        assert expected > rss_bytes(tree.pid)
+    finally:
+        os.killpg(tree.pid, signal.SIGKILL)  # the session this test started
+        tree.wait(timeout=30)
+    assert _resident_bytes(tree.pid) == 0  # gone: nothing to read
