@@ -149,3 +149,26 @@ def test_resident_bytes_sums_a_process_and_its_descendants():
         os.killpg(tree.pid, signal.SIGKILL)  # the session this test started
         tree.wait(timeout=30)
     assert _resident_bytes(tree.pid) == 0  # gone: nothing to read
+
+
+def test_the_cache_defaults_and_how_it_starts_runners():
+    from tritongym.evaluator.sandbox import WorkerProcess
+    from tritongym.execution.forkserver import ForkedWorker
+
+    defaults = WarmReferences()
+    assert (defaults.max_idle, defaults.max_idle_bytes, defaults.threads, defaults.fork) == (8, 4 << 30, None, True)
+    assert (defaults.hits, defaults.misses, defaults.idle()) == (0, 0, 0)
+    defaults.close()
+    forked, fresh = WarmReferences(threads=1), WarmReferences(threads=1, fork=False)
+    try:
+        assert forked.threads == 1 and forked.fork is True and fresh.fork is False
+        one = forked.acquire(problem(10), "cpu", 60.0)
+        two = fresh.acquire(problem(10), "cpu", 60.0)
+        assert isinstance(one.process, ForkedWorker) and isinstance(two.process, WorkerProcess)
+        assert set(forked._servers) == {"cpu"} and fresh._servers == {}
+        one.close()
+        two.close()
+    finally:
+        forked.close()
+        fresh.close()
+    assert forked._servers == {}
