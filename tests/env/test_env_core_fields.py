@@ -163,3 +163,57 @@ def test_success_rules_and_unknown_problems():
     env = KernelEnv("builtin", evaluator=slow_ok)
     with pytest.raises(KeyError, match="no problem named 'missing' in this environment"):
         env.reset(options={"problem": "missing"})
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"max_turns": 0}, "max_turns must be an integer >= 1, got 0"),
+    ({"max_turns": "3"}, "max_turns must be an integer >= 1, got '3'"),
+    ({"iterations": 0}, "iterations must be an integer >= 1, got 0"),
+    ({"iterations": 2.0}, "iterations must be an integer >= 1, got 2.0"),
+    ({"iterations": 2, "keep_best": 3}, r"keep_best must be in \[0, max_turns\) with iterations > 1, got 3"),
+    ({"iterations": 2, "keep_best": -1}, r"keep_best must be in \[0, max_turns\) with iterations > 1, got -1"),
+])
+def test_the_constructor_refuses_bad_budgets(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        KernelEnv("builtin", evaluator=slow_ok, **{"max_turns": 3, **kwargs})
+
+
+def test_the_constructor_keeps_what_it_is_given():
+    from tritongym.env import FeedbackPolicy
+    from tritongym.env.evaluators import PoolEvaluator
+
+    plain = KernelEnv("builtin", evaluator=slow_ok)
+    assert (plain.max_turns, plain.iterations, plain.keep_best, plain.turn_budget) == (3, 1, 0, 3)
+    assert plain.problem is None and plain.turns == [] and plain.observation() == []  # nothing before reset
+    assert KernelEnv("builtin", evaluator=slow_ok, iterations=1, keep_best=7).keep_best == 0  # unused: 0
+    assert KernelEnv("builtin", evaluator=slow_ok, max_turns=3, iterations=2, keep_best=0).turn_budget == 6
+    assert KernelEnv("builtin", evaluator=slow_ok, max_turns=3, iterations=2, keep_best=2).keep_best == 2
+    options = EvalOptions(num_trials=3)
+    pooled = KernelEnv("builtin", options=options)
+    assert isinstance(pooled.evaluator, PoolEvaluator) and pooled.evaluator.options is options
+    assert pooled.options is options
+    shared = KernelEnv("builtin", evaluator=pooled.evaluator)  # the evaluator's options state the tolerance
+    assert shared.options is options
+    policy, templates = FeedbackPolicy("full", 900), PromptTemplates.load()
+    env = KernelEnv("builtin", evaluator=slow_ok, feedback=policy, templates=templates)
+    assert env.feedback is policy and env.templates is templates
+    assert KernelEnv("builtin", evaluator=slow_ok, feedback="minimal", feedback_chars=123).feedback.budget == 123
+
+
+def test_problems_must_be_problems():
+    message = "^problems must be a Problem, a non-empty sequence of Problems, or a problem-set spec$"
+    with pytest.raises(TypeError, match=message):
+        KernelEnv([], evaluator=slow_ok)
+    with pytest.raises(TypeError, match=message):
+        KernelEnv(["02_leaky_relu"], evaluator=slow_ok)
+
+
+def test_the_speedup_rule_holds_at_its_threshold():
+    from tritongym.env.core import success_rule
+
+    rule = success_rule("speedup:1.5")
+    assert rule(EvalResult(status=Status.OK, reward=1.0, speedup=1.5)) is True
+    assert rule(EvalResult(status=Status.OK, reward=1.0, speedup=1.49)) is False
+    assert rule(EvalResult(status=Status.OK, reward=1.0, speedup=None)) is False
+    assert rule(EvalResult(status=Status.INCORRECT, speedup=9.0)) is False
+    assert success_rule("correct")(EvalResult(status=Status.OK, reward=0.5)) is True
