@@ -68,6 +68,7 @@ def test_the_least_recently_released_runner_is_evicted_first(references):
     assert not kept(c) and kept(b) and kept(d)
     fresh = references.acquire(problem(3), "cpu", 30.0)
     assert fresh is not c and references.misses == 5
+    assert (fresh.timeout, fresh.device, fresh.problem.name) == (30.0, "cpu", "relu_x3")
     fresh.close()
 
 
