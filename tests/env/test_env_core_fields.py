@@ -217,3 +217,31 @@ def test_the_speedup_rule_holds_at_its_threshold():
     assert rule(EvalResult(status=Status.OK, reward=1.0, speedup=None)) is False
     assert rule(EvalResult(status=Status.INCORRECT, speedup=9.0)) is False
     assert success_rule("correct")(EvalResult(status=Status.OK, reward=0.5)) is True
+
+
+def test_scaling_keeps_no_best_attempt_unless_asked_and_an_evaluator_without_options_states_none():
+    assert KernelEnv("builtin", evaluator=slow_ok, max_turns=3, iterations=2).keep_best == 0
+
+    class Bare:  # an Evaluator with no options attribute
+        def evaluate(self, problem, code):
+            return slow_ok(problem, code)
+
+        def evaluate_many(self, jobs):
+            return [slow_ok(p, c) for p, c in jobs]
+
+        async def aevaluate(self, problem, code):
+            return slow_ok(problem, code)
+
+    env = KernelEnv("builtin", evaluator=Bare())
+    assert env.options is None
+    messages, _ = env.reset(options={"problem": 0})
+    assert "atol=rtol=1e-2" in messages[1]["content"]
+
+
+def test_a_seed_fixes_the_problem_drawn():
+    def draws(seed):
+        env = KernelEnv("builtin", evaluator=slow_ok)
+        return [env.reset(seed=seed + i)[1]["problem_id"] for i in range(6)]
+
+    assert draws(11) == draws(11)
+    assert len(set(draws(11))) > 1
