@@ -178,3 +178,40 @@ def test_the_cache_defaults_and_how_it_starts_runners():
         forked.close()
         fresh.close()
     assert forked._servers == {}
+
+
+def stable_sizes(runners) -> list[int]:
+    """Each idle runner's resident bytes once unchanged for a second (a fresh fork goes on faulting
+    pages in while it finishes starting; there is no event to wait for, so this polls)."""
+    import time
+
+    from tritongym.execution.references import _resident_bytes
+
+    sizes: list[int] = []
+    same = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        again = [_resident_bytes(r.process.pid) for r in runners]
+        same = same + 1 if again == sizes else 0
+        sizes = again
+        if same >= 10:
+            return sizes
+        time.sleep(0.1)
+    raise AssertionError(f"the runners' memory did not settle: {sizes}")
+
+
+@pytest.mark.parametrize("slack", [0, -1])
+def test_the_memory_bound_counts_what_it_evicts(slack):
+    # A budget of exactly the two newest runners keeps them; one byte less keeps only the newest.
+    cache = WarmReferences(max_idle=8, threads=1)
+    try:
+        runners = [cache.acquire(problem(n), "cpu", 60.0) for n in (21, 22, 23)]
+        sizes = stable_sizes(runners)
+        assert all(size > 0 for size in sizes)
+        cache.max_idle_bytes = sizes[1] + sizes[2] + slack
+        for runner in runners:
+            cache.release(runner, reusable=True)
+        assert [kept(r) for r in runners] == ([False, True, True] if slack == 0 else [False, False, True])
+        assert cache.idle() == (2 if slack == 0 else 1)
+    finally:
+        cache.close()
