@@ -215,3 +215,20 @@ def test_the_memory_bound_counts_what_it_evicts(slack):
         assert cache.idle() == (2 if slack == 0 else 1)
     finally:
         cache.close()
+
+
+def test_a_lowered_memory_bound_evicts_down_to_it_at_the_next_release():
+    # Three idle runners under a large bound; the bound then drops to one runner's size: the next
+    # release evicts oldest first until the rest fits (one eviction is not enough).
+    cache = WarmReferences(max_idle=8, max_idle_bytes=1 << 40, threads=1)
+    try:
+        runners = [cache.acquire(problem(n), "cpu", 60.0) for n in (31, 32, 33, 34)]
+        sizes = stable_sizes(runners)
+        for runner in runners[:3]:
+            cache.release(runner, reusable=True)
+        assert cache.idle() == 3
+        cache.max_idle_bytes = max(sizes)
+        cache.release(runners[3], reusable=True)
+        assert [kept(r) for r in runners] == [False, False, False, True] and cache.idle() == 1
+    finally:
+        cache.close()
