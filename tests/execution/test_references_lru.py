@@ -232,3 +232,20 @@ def test_a_lowered_memory_bound_evicts_down_to_it_at_the_next_release():
         assert [kept(r) for r in runners] == [False, False, False, True] and cache.idle() == 1
     finally:
         cache.close()
+
+
+def test_a_lost_trusted_server_is_replaced_at_the_next_miss(references):
+    import os
+    import signal
+
+    first = references.acquire(problem(41), "cpu", 60.0)
+    first.close()
+    server = references._servers["cpu"]
+    os.killpg(server.process.popen.pid, signal.SIGKILL)
+    server.process.popen.wait(timeout=30)
+    second = references.acquire(problem(42), "cpu", 60.0)
+    try:
+        assert references._servers["cpu"] is not server and not references._servers["cpu"].lost()
+        assert references.fork is True and second.process.alive()
+    finally:
+        second.close()
