@@ -179,6 +179,7 @@ class EvaluationService:
         self._problems_lock = threading.Lock()
         self._parsed: dict[tuple[str, str | None, str | None], Problem] = {}
         self._builtin: dict[str, Problem] | None = None
+        self._trusted_hashes: frozenset[str] | None = None
         self.waiters = _Waiters()
         self.started_at = time.time()
         self.requeued_at_start = 0
@@ -235,6 +236,14 @@ class EvaluationService:
                 index[problem.name] = problem
             self._builtin = index
         return self._builtin
+
+    def trusted_problem(self, content_hash: str) -> bool:
+        """True for problem code from this machine (the built-in suite): its reference runs
+        unjailed. Everything a client sent (``problem.source``, a registered problem, KernelGYM's
+        ``reference_code``) runs in the candidate's jail, unless it is byte-for-byte a built-in."""
+        if self._trusted_hashes is None:
+            self._trusted_hashes = frozenset(p.content_hash for p in self.builtin_problems().values())
+        return content_hash in self._trusted_hashes
 
     def store_problem(self, problem: Problem, *, registered: bool) -> Problem:
         self.store.put_problem(problem.content_hash, problem.source, problem.name, problem.problem_id,
@@ -445,7 +454,8 @@ class EvaluationService:
                 message = exc.message if isinstance(exc, ServiceError) else str(exc)
                 self._store_outcome(record, JobState.FAILED, error=message)
                 continue
-            request = EvalRequest(problem, _as_source(record.solution), options, id=record.id)
+            request = EvalRequest(problem, _as_source(record.solution), options, id=record.id,
+                                  trusted_problem=self.trusted_problem(record.problem_hash))
             try:
                 future = self._pool.submit(request)
             except PoolClosed:
