@@ -23,11 +23,11 @@ def tree(pid: int, depth: int = 0) -> list[tuple[int, int]]:
     return out
 
 
-def wait_for_depth(root: int, depth: int, timeout: float = 120.0) -> int:
-    """The host PID of the first process `depth` levels below `root` (waits until one exists)."""
+def wait_for_depth(root: int, depth: int, timeout: float = 120.0, known: frozenset[int] = frozenset()) -> int:
+    """The host PID of a process `depth` levels below `root` and not in `known` (waits until one exists)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        deep = [pid for pid, level in tree(root) if level >= depth]
+        deep = [pid for pid, level in tree(root) if level >= depth and pid not in known]
         if deep:
             return deep[0]
         time.sleep(0.05)

@@ -188,7 +188,8 @@ class ForkServerLauncher:
     set per job (`candidate_cgroup`: one candidate at a time)."""
 
     def __init__(self, device: str, slot: int = 0, threads: int | None = None, *, trusted: bool = False,
-                 role: str = "candidate", cgroup_caps: tuple[int, int] | None = None) -> None:
+                 role: str | None = None, cgroup_caps: tuple[int, int] | None = None) -> None:
+        role = role or ("reference" if trusted else "candidate")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         if trusted and role != "reference":

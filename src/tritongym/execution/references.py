@@ -28,7 +28,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from tritongym.evaluator.reference import ReferenceRunner
+from tritongym.errors import EvaluatorError
+from tritongym.evaluator.reference import ReferenceRunner, ReferenceWorkerLost
 from tritongym.tasks.problem import Problem
 
 #: Processes (threads count) of the jailed reference server's whole tree.
@@ -126,8 +127,16 @@ class WarmReferences:
         if runner is not None:
             runner.close()
         self.misses += 1
-        return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads,
-                               spawner=self._spawner(device, jailed), jailed=jailed)
+        spawner = self._spawner(device, jailed)
+        try:
+            return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads,
+                                   spawner=spawner, jailed=jailed)
+        except EvaluatorError as exc:
+            if spawner is None:
+                raise
+            # The warm server failed to fork it (it died, or its child could not be set up): the
+            # machine's fault, retried by the pool like a worker that died.
+            raise ReferenceWorkerLost(f"the reference fork server did not start a worker: {exc}") from exc
 
     def _spawner(self, device: str, jailed: bool) -> Any:
         """A warm fork server's ``start`` for (`device`, `jailed`), started on first use and
