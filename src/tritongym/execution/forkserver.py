@@ -75,9 +75,9 @@ ROLES = {
 }
 
 
-def host_pid(root: int, inner: int) -> int | None:
-    """The host PID of the process that is `inner` in the PID namespace of a jail started as
-    `root` (from ``NSpid`` in /proc, searching `root`'s descendants); None when not found."""
+def host_pid(root: int, inner: list[str]) -> int | None:
+    """The host PID of the first of `root`'s descendants whose ``NSpid`` below the host's PID is
+    `inner` (its PID in each nested namespace; ``"*"`` matches any), from /proc; None if none."""
     stack, seen = [root], set()
     while stack and len(seen) < 4096:
         current = stack.pop()
@@ -88,8 +88,8 @@ def host_pid(root: int, inner: int) -> int | None:
             with open(f"/proc/{current}/status", encoding="ascii", errors="replace") as handle:
                 for line in handle:
                     if line.startswith("NSpid:"):
-                        ids = line.split()[1:]
-                        if len(ids) == 2 and ids[1] == str(inner):
+                        ids = line.split()[2:]
+                        if len(ids) == len(inner) and all(w in ("*", i) for w, i in zip(inner, ids, strict=True)):
                             return current
                         break
             with open(f"/proc/{current}/task/{current}/children", encoding="ascii") as handle:
@@ -144,10 +144,13 @@ class ForkedWorker:
 
     @property
     def pid(self) -> int | None:
-        """The child's PID as this process sees it (a jailed server reports its own namespace's;
-        it is translated through /proc once, for the warm references' memory accounting)."""
+        """The worker's PID as this process sees it, for the warm references' memory accounting: a
+        trusted server's child is the worker; a jailed server reports its middle process in its
+        own namespace, and the worker is PID 2 of the middle's new namespace (found through
+        /proc once)."""
         if self._host_pid is None and self._server_pid is not None:
-            self._host_pid = host_pid(self.server.process.pid, self._server_pid)
+            middle = host_pid(self.server.process.pid, [str(self._server_pid)])
+            self._host_pid = None if middle is None else host_pid(middle, ["*", "2"])
         return self._host_pid
 
     def alive(self) -> bool:
