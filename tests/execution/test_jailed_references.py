@@ -242,25 +242,28 @@ def test_a_problem_that_raises_is_still_a_problem_error_and_not_rerun(pool, jail
 
 
 def test_a_fork_server_runs_only_the_roles_of_its_fixed_table(tmp_path):
-    """The job frame names a role, looked up in a fixed table on the jailed side: an unknown role is
-    refused there, and an unjailed server runs reference workers only."""
+    """The job frame names a role, looked up in a fixed table on the jailed side (`WORKERS`): a role
+    missing there is refused by the server, and an unjailed server runs reference workers only."""
     import socket as sockets
 
     from tritongym.evaluator.reference import JAILED_REFERENCE_LIMITS
     from tritongym.execution.forkserver import ForkServerLauncher
 
-    with pytest.raises(ValueError, match="role must be one of"):
-        ForkServerLauncher("cpu", role="anything")
+    with pytest.raises(ValueError, match="roles must be among"):
+        ForkServerLauncher("cpu", roles=("anything",))
     with pytest.raises(ValueError, match="may run unjailed"):
-        ForkServerLauncher("cpu", role="candidate", trusted=True)
+        ForkServerLauncher("cpu", roles=("candidate",), trusted=True)
     (tmp_path / "problem.py").write_text(RELU, encoding="utf-8")
-    for trusted, forged in ((False, "tritongym.evaluator.static"), (True, "candidate")):
-        server = ForkServerLauncher("cpu", trusted=trusted, role="reference")
+    # The host side made to send a role the server must refuse (what a corrupted frame carries): one
+    # missing from the jailed side's table, and a candidate to an unjailed server.
+    for trusted, module, role in ((False, "tritongym.evaluator.static", "bogus"),
+                                  (True, "tritongym.evaluator.candidate_worker", "candidate")):
+        server = ForkServerLauncher("cpu", trusted=trusted)
         try:
-            server.role = forged  # what a corrupted frame would carry
+            server.modules = {module: role}
             parent_end, child_end = sockets.socketpair()
             with pytest.raises(EvaluatorError, match="is not one this server runs"):
-                server.start(server.module, str(tmp_path / "problem.py"), job_dir=tmp_path,
+                server.start(module, str(tmp_path / "problem.py"), job_dir=tmp_path,
                              log_path=tmp_path / "log", channel_fd=child_end.fileno(), token="t",
                              limits=JAILED_REFERENCE_LIMITS, interpret=True)
             parent_end.close()

@@ -1,8 +1,9 @@
 """The evaluator's side of a fork server: start it jailed, hand it jobs, watch its children.
 
-A server forks the workers of one role (`ROLES`): candidate workers (one server per pool slot),
-or reference workers running a client's problem code (one per device, shared by the slots); a
-``trusted`` server forks unjailed reference workers for problem code from this machine only.
+A server forks the workers of the roles it is given (`ROLES`): candidate workers (one server per
+pool slot), or reference workers running a client's problem code (one per device, shared by the
+slots); a ``trusted`` server forks unjailed reference workers for problem code from this machine
+only. Every role gets the same jail set-up in the child (`forkserver_main`).
 
 A fresh candidate worker costs an interpreter start plus ``import torch, triton`` (~1.6 s on the
 CI machine) per evaluation. A fork server pays that once per pool slot: it runs inside the same
@@ -183,19 +184,20 @@ class ForkedWorker:
 
 
 class ForkServerLauncher:
-    """A `CandidateLauncher` backed by one fork server (jailed unless `trusted`) forking `role`'s
-    workers: candidates (one server per pool slot and device) or references (one per device).
+    """A `CandidateLauncher` backed by one fork server (jailed unless `trusted`) forking the workers
+    of `roles`: candidates (one server per pool slot and device), references (one per device).
 
     `cgroup_caps` ``(pids, memory bytes)`` caps a jailed server's whole tree for its life (a
     reference server, whose jobs run side by side); without it a jailed server's cgroup caps are
     set per job (`candidate_cgroup`: one candidate at a time)."""
 
     def __init__(self, device: str, slot: int = 0, threads: int | None = None, *, trusted: bool = False,
-                 role: str | None = None, cgroup_caps: tuple[int, int] | None = None) -> None:
-        role = role or ("reference" if trusted else "candidate")
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        if trusted and role != "reference":
+                 roles: tuple[str, ...] | None = None, cgroup_caps: tuple[int, int] | None = None) -> None:
+        roles = roles or (("reference",) if trusted else ("candidate",))
+        unknown = [role for role in roles if role not in ROLES]
+        if unknown:
+            raise ValueError(f"roles must be among {', '.join(ROLES)}, got {unknown}")
+        if trusted and set(roles) != {"reference"}:
             raise ValueError("only reference workers (problem code from this machine) may run unjailed")
         self.device = device
         self.slot = slot
@@ -205,8 +207,9 @@ class ForkServerLauncher:
         #: a trusted server forks reference workers for local problem code: no jail, children in
         #: their own process group; an untrusted one (the default) forks jailed workers
         self.trusted = trusted
-        self.role = role
-        self.module = ROLES[role]
+        self.roles = tuple(roles)
+        #: the module of each role this server forks (`start` takes the module, as spawn does)
+        self.modules = {ROLES[role]: role for role in self.roles}
         self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
         self._jobs = self._home / "jobs"
         self._jobs.mkdir()
@@ -228,7 +231,7 @@ class ForkServerLauncher:
         if trusted:
             self.cgroup = None
         elif cgroup_caps is not None:
-            self.cgroup = create_cgroup(f"tritongym-{role}-{secrets.token_hex(6)}", *cgroup_caps)
+            self.cgroup = create_cgroup(f"tritongym-{'-'.join(self.roles)}-{secrets.token_hex(6)}", *cgroup_caps)
         else:
             self.cgroup = create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
                                         cpu_cores=max(1, threads or 1))
@@ -318,8 +321,9 @@ class ForkServerLauncher:
         return None  # the slot's cgroup already holds the server and its children
 
     def start(self, module: str, source_path: str, **kwargs: Any) -> ForkedWorker:
-        if module != self.module:
-            raise EvaluatorError(f"this fork server starts {self.module} only, not {module}")
+        role = self.modules.get(module)
+        if role is None:
+            raise EvaluatorError(f"this fork server starts {', '.join(self.modules)} only, not {module}")
         if self.lost():
             raise EvaluatorError(f"the fork server is gone ({self._dead or self.process.exit_description()})")
         job_dir = Path(kwargs["job_dir"])
@@ -358,7 +362,7 @@ class ForkServerLauncher:
         if self.device.startswith("cuda"):
             # ``cuda:N`` narrows the visible devices to that one, as for a fresh worker.
             env.update(gpu_worker_env(self.device))
-        frame = {"op": "start", "job": job, "role": self.role, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
+        frame = {"op": "start", "job": job, "role": role, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
                  "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
                  "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads,

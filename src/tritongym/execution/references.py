@@ -155,7 +155,7 @@ class WarmReferences:
                 try:
                     if jailed and forkserver_problem() is not None:
                         raise RuntimeError(forkserver_problem())
-                    server = (ForkServerLauncher(device, threads=self.threads, role="reference",
+                    server = (ForkServerLauncher(device, threads=self.threads, roles=("reference",),
                                                  cgroup_caps=(JAILED_SERVER_PIDS, self.jail_memory_bytes))
                               if jailed else ForkServerLauncher(device, threads=self.threads, trusted=True))
                 except Exception:  # noqa: BLE001 - fresh processes (jailed by bwrap for client code) still work
