@@ -142,6 +142,22 @@ def test_client_problem_code_cannot_write_the_host_read_the_server_or_reach_the_
     assert "'uid': 65534" in text, text
 
 
+def test_without_warm_servers_client_problem_code_is_still_jailed(tmp_path, listener):
+    """No reference cache (and fresh candidate processes): the reference is a fresh bwrap-jailed
+    process per evaluation, never an unjailed one."""
+    port, accepted = listener
+    target = tmp_path / "written-by-problem-fresh"
+    attack = (f"TARGET = {str(target)!r}\nMARKER = 'unused'\nMARKER_NAME = 'UNUSED'\nPORT = {port}\n"
+              + ATTACK.strip())
+    with LocalPool(1, launcher="spawn", reference_cache=0) as fresh:
+        with pytest.raises(ProblemError) as info:
+            fresh.submit(EvalRequest(problem_with(attack, "fresh"), HONEST, OPTIONS,
+                                     trusted_problem=False)).result(timeout=300)
+    text = str(info.value)
+    assert "report" in text and "'proc': False" in text and "'uid': 65534" in text, text
+    assert not target.exists() and not accepted
+
+
 def test_the_same_code_from_this_machine_runs_unjailed(pool, tmp_path, listener):
     """The control of the attack above: as trusted code (a local file) it reaches the host, which
     is why client code must never be trusted."""
