@@ -3,8 +3,8 @@ Family: harness
 Problem: builtin/02_leaky_relu
 Attack surface: clean room: torch hands out the live op trace (the current dispatch mode); its counters are plain attributes
 Strategy: computes leaky_relu with torch, then takes the dispatch mode from torch and zeroes its op counters and work; a token kernel launch
-Expected status: integrity_violation
-Expected violation: pytorch_fallback
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """
