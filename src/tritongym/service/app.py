@@ -61,14 +61,16 @@ class TokenGuard:
 
     def __init__(self, app: Any, token: str | None) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = token.encode() if token else None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.expected is None or scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         given = next((value for name, value in scope.get("headers", []) if name == b"authorization"), b"")
-        if not hmac.compare_digest(given, self.expected):
+        scheme, _, credentials = given.partition(b" ")
+        # The scheme is case-insensitive (RFC 7235); the token is compared in constant time.
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.expected):
             response = JSONResponse({"detail": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
                                     status_code=401, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
