@@ -151,8 +151,11 @@ def test_registered_problems_are_bounded_per_request_and_in_the_store(server):
 @pytest.mark.parametrize("path", ["/docs", "/openapi.json", "/no-such-route"])
 def test_docs_and_schema_need_the_token(server, path):
     assert httpx.get(server.url + path, timeout=30).status_code == 401
-    opened = httpx.get(server.url + path, headers=HEADERS, timeout=30)
-    assert opened.status_code == (404 if path == "/no-such-route" else 200), opened.text[:200]
+    assert httpx.get(server.url + path, headers={"Authorization": "Bearer wrong"}, timeout=30).status_code == 401
+    # The scheme is case-insensitive (RFC 7235), as FastAPI's HTTPBearer took it.
+    for scheme in ("Bearer", "bearer"):
+        opened = httpx.get(server.url + path, headers={"Authorization": f"{scheme} {TOKEN}"}, timeout=30)
+        assert opened.status_code == (404 if path == "/no-such-route" else 200), opened.text[:200]
 
 
 def test_the_token_is_checked_before_the_body_is_read(server):
