@@ -44,7 +44,8 @@ def _op(name: Any) -> Any:
     if not isinstance(name, str) or not name.startswith("aten::"):
         raise Diverged(f"op {str(name)[:80]!r} is not an ATen op")
     base, _, overload = name[len("aten::"):].partition(".")
-    if not base.isidentifier() or (overload and not overload.isidentifier()) or base.startswith("__") or base in DENIED_OPS:
+    if (not base.isidentifier() or (overload and not overload.isidentifier()) or base.startswith("__")
+            or base in DENIED_OPS):
         raise Diverged(f"op {name[:80]!r} cannot be replayed")
     packet = getattr(torch.ops.aten, base, None)
     overload_fn = getattr(packet, overload or "default", None) if packet is not None else None

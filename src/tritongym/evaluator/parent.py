@@ -33,12 +33,11 @@ from typing import Any, Protocol
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, SolutionError, TritongymError
-from tritongym.evaluator import checks, cleanroom, measurement, trivial
+from tritongym.evaluator import checks, cleanroom, launchlog, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
 from tritongym.evaluator.compare import compare_outputs
-from tritongym.evaluator import launchlog
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
@@ -319,11 +318,7 @@ class _Evaluation:
     def _room_error(self, record: cleanroom.TrialRecord, payload: Any) -> None:
         payload = payload if isinstance(payload, dict) else {}
         kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
-        if kind == "unsupported" and not interpreter_gaps(self.solution_source):
-            # The candidate's process says "not supported in interpreter mode", but its kernels use
-            # no construct the interpreter lacks: an exception text is not evidence.
-            return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
-        if kind == "unsupported":
+        if kind == "unsupported":  # measured by the clean room's own interpreter: believed
             notice = Notice(NoticeCode.INTERPRETER_LIMIT,
                             "the CPU interpreter cannot run a construct this candidate uses (measured in the clean "
                             "room); this is a limit of the CPU tier, not a verdict on the kernel's correctness: "
