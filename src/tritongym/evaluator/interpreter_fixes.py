@@ -27,6 +27,14 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   ``mask & cond`` is an int32 mask that ``tl.load`` rejects ("mask has unsupported dtype"). On a
   GPU both are ``int1``. Here comparison results are typed ``int1``, as the language says they are.
 
+And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
+``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
+language, its compiler and its interpreter, so no tier of this Triton can run them (they compile on
+Triton <= 3.8, the GPU tier's documented target, 3.6, included). Emulating them would mean
+re-implementing a removed API and changing ``tl.load``'s signature; instead, where the installed
+Triton has removed them, a kernel that uses one ends as ``unsupported`` with the construct and the
+reason named (an ``interpreter_limit``), never as a ``runtime_error`` blamed on the kernel.
+
 Installed by the candidate worker before the candidate is imported, on the CPU tier only (a GPU
 compiles kernels for real). What is still not emulated is listed in docs/integrity.md
 ("What the CPU interpreter cannot run").
@@ -245,6 +253,40 @@ def _comparisons_int1() -> None:
         setattr(builder, name, compare)
 
 
+#: The message of a block-pointer call on a Triton without block pointers (the worker's
+#: "not supported in interpreter mode" test turns it into status ``unsupported``).
+BLOCK_POINTERS_REMOVED = (
+    "tl.{name} is not supported in interpreter mode with the installed Triton {version}, which removed block "
+    "pointers (they run on Triton <= 3.8; Triton's replacement is tl.make_tensor_descriptor)")
+
+
+def block_pointers_removed() -> bool:
+    """Whether the installed Triton has removed block pointers (3.9 keeps a stub that raises)."""
+    from triton.language import core
+
+    function = getattr(core, "make_block_ptr", None)
+    return function is None or "removed" in (getattr(function, "__doc__", "") or "")
+
+
+def _name_removed_block_pointers() -> None:
+    """On a Triton without block pointers, their stubs say so in the interpreter's own terms."""
+    import triton
+    from triton import language as tl
+    from triton.language import core
+
+    if not block_pointers_removed() or getattr(getattr(tl, "make_block_ptr", None), "_tritongym_removed", False):
+        return
+    for name in ("make_block_ptr", "advance"):
+        def removed(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            raise NotImplementedError(BLOCK_POINTERS_REMOVED.format(name=_name, version=triton.__version__))
+
+        removed.__name__ = removed.__qualname__ = name
+        removed.__module__ = "triton.language.core"  # what it stands for: that module's (removed) function
+        removed._tritongym_removed = True  # type: ignore[attr-defined]
+        setattr(core, name, removed)
+        setattr(tl, name, removed)
+
+
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
     from tritongym.evaluator import inductor_compat
@@ -257,3 +299,4 @@ def install() -> None:
     _builtin_aliases()
     _dot_operands()
     _comparisons_int1()
+    _name_removed_block_pointers()
