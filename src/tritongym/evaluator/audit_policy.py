@@ -38,7 +38,11 @@ Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1
   standard library and torch read a module's own source for it: ``warnings.warn`` shows the
   source line, ``torch.library.custom_op``/``triton_op`` read the function's source, tracebacks
   and ``inspect.getsource`` use ``linecache``. Both files are bound read-only in the jail and the
-  solution's text is the one the parent hashed, so reading them reveals nothing new.
+  solution's text is the one the parent hashed, so reading them reveals nothing new. Likewise a
+  read-only open of a library's ``.py`` source file (the standard library's, or an installed
+  package's under ``site-packages``/``dist-packages``): ``torch.library.triton_op`` reads the
+  source of every function the op calls (``wrap_triton`` included) to find its kernels; that text
+  is published, and the jail binds those folders read-only.
 
 Not covered: writes to module and class attributes (CPython does not audit them: the worker's
 identity checks detect those), and closure cells. The hook itself is reachable only through the
@@ -153,6 +157,7 @@ def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...]
     harness = frozenset(here + name for name in HARNESS_MODULES)
     stdlib = _stdlib_roots()
     site_markers = ("site-packages", "dist-packages")
+    site_dirs = tuple(f"{os.sep}{marker}{os.sep}" for marker in site_markers)
 
     def kind_of(name: str) -> str:
         kind = kinds.get(name)
@@ -229,8 +234,12 @@ def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...]
             return _str(filename) if not _isinstance(filename, _str) or filename.startswith("<") else None
         if event == "open" and _len(args) > 2 and _isinstance(args[0], (_str, _bytes)):
             path = args[0].decode(errors="replace") if _isinstance(args[0], _bytes) else args[0]
-            if _read_only(args[1], args[2]) and _realpath(path) in readable_paths:
-                return None  # the solution's own text, or the problem's: bound read-only, nothing new
+            if _read_only(args[1], args[2]):
+                real = _realpath(path)
+                if real in readable_paths:
+                    return None  # the solution's own text, or the problem's: bound read-only, nothing new
+                if real.endswith(".py") and (real.startswith(stdlib) or _any(m in real for m in site_dirs)):
+                    return None  # a library's published source (inspect.getsource in torch.library)
         if event in refused_events or event.startswith(refused_prefixes):
             return _str(args[0])[:120] if args and event in ("open", "subprocess.Popen", "os.system") else ""
         return None
