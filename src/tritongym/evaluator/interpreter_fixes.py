@@ -265,7 +265,8 @@ def block_pointers_removed() -> bool:
     from triton.language import core
 
     function = getattr(core, "make_block_ptr", None)
-    return function is None or "removed" in (getattr(function, "__doc__", "") or "")
+    return function is None or getattr(function, "_tritongym_removed", False) or \
+        "removed" in (getattr(function, "__doc__", "") or "")
 
 
 def _name_removed_block_pointers() -> None:
