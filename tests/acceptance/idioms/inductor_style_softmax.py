@@ -2,7 +2,7 @@
 triton_helpers' max2 and maximum, the libdevice and tl_math aliases, and the grid helper from
 triton_heuristics (which torch >= 2.9 no longer has: the worker provides it)."""
 
-import torch
+import torch  # noqa: I001 - the imports exactly as Inductor writes them
 import torch.nn as nn
 import triton
 import triton.language as tl
