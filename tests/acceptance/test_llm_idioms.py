@@ -32,7 +32,6 @@ from tritongym.evaluator import interpreter_fixes
 IDIOMS = Path(__file__).resolve().parent / "idioms"
 REPEATS = 3
 OPTIONS = {"device": "cpu", "num_trials": 1, "timeout": 120.0}
-CUSTOM_OPS = pytest.mark.xfail(strict=False, reason="issue 20/21 item 4: custom ops, lead")
 
 #: (solution, problem, what it exercises)
 CASES = [
@@ -44,8 +43,9 @@ CASES = [
     ("bf16_dot", "bf16_matmul_problem", "tl.dot on bf16 operands with an fp32 accumulator"),
     ("mask_and_scalar", "relu_problem", "a block mask & a scalar condition (row < n_rows) on a padded grid"),
     ("int4_gemm_splitk", "int4_gemm_problem", "int4 weights, per-group scales and zero points, split-K fp16 atomics"),
-    pytest.param("triton_op_relu", "relu_problem", "torch.library.triton_op + wrap_triton", marks=CUSTOM_OPS),
-    pytest.param("custom_op_relu", "relu_problem", "torch.library.custom_op wrapping a launch", marks=CUSTOM_OPS),
+    # The op is PyTorch work to the op trace; the clean room (issue 20) sees the kernel run inside it.
+    ("triton_op_relu", "relu_problem", "torch.library.triton_op + wrap_triton"),
+    ("custom_op_relu", "relu_problem", "torch.library.custom_op wrapping a launch"),
 ]
 
 
@@ -75,6 +75,17 @@ def test_honest_idiom_is_ok_every_time(pool, solution, problem, features):
     assert all(r.violations == [] and r.reward > 0 for r in results), describe(results)
 
 
+def _parent_believes_removed_constructs() -> bool:
+    """Whether the parent accepts "unsupported" for a removed construct (the clean room's
+    `interpreter_gaps` must count `interpreter_fixes.removed_constructs()`: a line in the lead's file)."""
+    from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
+
+    return not interpreter_fixes.block_pointers_removed() or bool(interpreter_gaps("p = tl.make_block_ptr(x)"))
+
+
+@pytest.mark.xfail(not _parent_believes_removed_constructs(), strict=True,
+                   reason="needs cleanroom_kernels.interpreter_gaps to count interpreter_fixes.removed_constructs() "
+                          "(lead's file): until then the parent reads the worker's 'unsupported' as a runtime_error")
 def test_block_pointers_are_ok_or_named_as_unsupported(pool):
     """tl.make_block_ptr / tl.advance: ok where the installed Triton has block pointers; Triton 3.9
     removed them from every tier, and there the verdict names the construct (never a

@@ -269,6 +269,11 @@ def block_pointers_removed() -> bool:
         "removed" in (getattr(function, "__doc__", "") or "")
 
 
+def removed_constructs() -> frozenset[str]:
+    """The ``tl`` functions the installed Triton has removed (a kernel calling one is ``unsupported``)."""
+    return frozenset({"make_block_ptr", "advance"}) if block_pointers_removed() else frozenset()
+
+
 def _name_removed_block_pointers() -> None:
     """On a Triton without block pointers, their stubs say so in the interpreter's own terms."""
     import triton
