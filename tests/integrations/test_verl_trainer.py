@@ -4,7 +4,7 @@ The rows go through the path a real run takes: ``KernelAgentLoopOutput.as_dict()
 V1 agent-loop worker stores), a real TransferQueue on a local Ray instance, and verl's own
 ``PPOTrainer._compute_advantage`` (KL-in-reward switch, rollout correction, the registered ``trloo``
 estimator), called on a `KernelPPOTrainer` whose config is composed from verl's ``ppo_trainer``.
-Expected values come from float64 loops written from KernelGYM @3a84417's released rules (`_released_turn_advantages`).
+Expected values come from float64 loops written from KernelGYM @3a84417's released rules (``released_drkernel``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from tritongym.integrations.verl.trainer import (  # noqa: E402
     prs_turn_drop,
 )
 from tritongym.rl import mrs_mask, trloo_advantages  # noqa: E402
+
+from . import released_drkernel as released  # noqa: E402
 from verl.workers.utils.padding import response_to_nested  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
@@ -117,49 +119,8 @@ def _run(trainer_cls, prefix: str, estimator: str = "trloo", trajectories=TRAJEC
 
 
 def _released_turn_advantages(trajectories, drop=(), mask_void_turn=True, gamma=1.0):
-    """Per-turn advantages as KernelGYM @3a84417 computes them, written from its code as plain loops.
-
-    Flat layout (``MultiTurnAsyncvLLMEngine._postprocess``): T rows per trajectory, shorter ones
-    left-padded with turn index −1 and ``loss_mask`` 0. ``loss_mask`` per turn from
-    ``MultiTurnRequest.finalize`` (``mask_void_turn``). ``fit()``: MRS/PRS (``drop``: a set of
-    (trajectory, turn) pairs) edit ``response_mask`` only; ``apply_loss_mask_to_rewards`` zeroes
-    rewards where ``loss_mask`` is 0; ``compute_multi_turn_rloo_outcome_advantage`` takes returns over
-    the reshaped rows and groups rows by (uid, turn index) among ``loss_mask`` 1; the token advantage
-    is the row's times ``response_mask``. Returns ``{(trajectory, turn): advantage}`` for every turn.
-    """
-    width = max(len(t[3]) for t in trajectories)
-    rows = []  # (trajectory, turn index or -1, uid, reward, loss_mask, response_mask)
-    for i, (uid, _, _, rewards, _) in enumerate(trajectories):
-        meaningful, best = [], None
-        for t, r in enumerate(rewards):  # finalize(): is_meaningful_turn
-            meaningful.append(t == 0 or not best > 0.0 or r > 0.0)
-            best = r if best is None else max(best, r)
-        for _ in range(width - len(rewards)):
-            rows.append((i, -1, uid, 0.0, 0, 0))
-        for t, r in enumerate(rewards):
-            loss = 0 if (mask_void_turn and not meaningful[t]) else 1
-            rows.append((i, t, uid, float(r), loss, 0 if (loss == 0 or (i, t) in drop) else 1))
-    scores = [r * loss for (_, _, _, r, loss, _) in rows]  # apply_loss_mask_to_rewards
-    returns = [0.0] * len(rows)
-    for start in range(0, len(rows), width):  # compute_multi_turn_returns
-        for k in reversed(range(width)):
-            nxt = returns[start + k + 1] if k < width - 1 else 0.0
-            returns[start + k] = scores[start + k] + gamma * nxt
-    groups: dict = {}
-    for j, (_, t, uid, _, loss, _) in enumerate(rows):
-        if t != -1 and loss:
-            groups.setdefault((uid, t), []).append(returns[j])
-    out = {}
-    for j, (i, t, uid, _, loss, response) in enumerate(rows):
-        if t == -1:
-            continue
-        advantage = 0.0
-        if loss:
-            members = groups[(uid, t)]
-            n = len(members)
-            advantage = returns[j] if n == 1 else returns[j] * n / (n - 1) - (sum(members) / n) * n / (n - 1)
-        out[(i, t)] = advantage * response
-    return out
+    """Per-turn advantages by KernelGYM's released rules (``released_drkernel``: plain loops)."""
+    return released.turn_advantages([(t[0], t[3]) for t in trajectories], set(drop), mask_void_turn, gamma)
 
 
 def _expected(trajectories=TRAJECTORIES):
