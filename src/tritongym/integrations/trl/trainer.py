@@ -58,7 +58,6 @@ from trl import GRPOTrainer
 from trl.trainer.utils import FusedCausalLMOutput
 
 from tritongym.rl import (
-    OUT_OF_SET_LOG_PROB,
     ResponseLengthLRDecay,
     dvp_log_probs,
     meaningful_turn_mask,
@@ -76,7 +75,10 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
 
     ``model`` must already carry TRL's fused LM head (``GRPOTrainer`` adds it): other calls
     (generation, ``fused_lm_head=False``) go to that forward unchanged. Label −100 positions get 0,
-    as TRL's head gives them.
+    as TRL's head gives them. A label outside the pruned set V_S has no π_S log-prob: it gets the
+    full softmax's, detached (no gradient), a finite placeholder — ``dvp_log_probs``'s −1e4 would make
+    TRL's KL term exp(ref − logp) overflow to inf, and inf × a 0 mask is NaN. The trainer takes such
+    tokens out of the loss mask (`TRLOOGRPOTrainer`), so the placeholder never counts.
     """
     fused = model.forward  # TRL's fused-head forward (an instance attribute)
     plain = type(model).forward  # the model class's own forward: logits
@@ -94,9 +96,11 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
             targets = shift_labels
         mask = targets != -100
         dvp = dvp_log_probs(logits, targets.clamp_min(0), alpha, temperature=temperature)
-        log_probs = torch.where(mask, dvp.log_probs, 0.0)
         with torch.no_grad():  # TRL's entropy metric: the full distribution's, as its own head reports it
-            entropy = torch.distributions.Categorical(logits=logits.float() / temperature).entropy()
+            full = torch.distributions.Categorical(logits=logits.float() / temperature)
+            entropy = full.entropy()
+            placeholder = full.logits.gather(-1, targets.clamp_min(0)[..., None])[..., 0]  # log π(y), finite
+        log_probs = torch.where(mask, torch.where(dvp.in_safe, dvp.log_probs, placeholder.to(dvp.log_probs.dtype)), 0.0)
         entropy = torch.where(mask, entropy, 0.0)
         loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
         return FusedCausalLMOutput(loss=loss, log_probs=log_probs, entropy=entropy, label_mask=mask)
@@ -223,9 +227,12 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         drop = (turn_mask & ~keep)[start: start + len(inputs)].to(torch.float64)
         output["advantages"] = turn_token_advantages(local_adv * (1.0 - drop), spans, width).to(device)
         token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
-        if self.dvp_alpha is not None:
-            token_drop |= self._dvp_out_of_set(output)
         base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        if self.dvp_alpha is not None:
+            out_of_set = self._dvp_out_of_set(output) & (base * output["completion_mask"]).bool()
+            token_drop |= out_of_set
+            self._metrics[mode]["tritongym/dvp_out_of_set_tokens"].append(
+                float(self.accelerator.gather(out_of_set.sum()).sum()))
         output["tool_mask"] = base * (~token_drop).to(base.dtype)
         loss_mask = output["completion_mask"] * output["tool_mask"]
         # TRL divides by this count. The gather runs on every process, whether or not this one dropped
@@ -244,22 +251,21 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         return output
 
     def _dvp_out_of_set(self, output: dict[str, Any]) -> torch.Tensor:
-        """``[B, L]`` bool: completion tokens outside the pruned policy's set (or the reference's, with a
-        KL term), by the log-probs the DVP forward gives them now (π_old: the weights of this step)."""
-        logps = output.get("old_per_token_logps")
-        if logps is None:
-            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        """``[B, L]`` bool: completion tokens outside the pruned set V_S of the policy (its weights of this
+        step, π_old) or, with a KL term, of the reference model."""
+        completion = output["completion_ids"]
+        input_ids = torch.cat([output["prompt_ids"], completion], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        width = completion.size(1)
+        models = [self.accelerator.unwrap_model(self.model)]
+        if self.beta != 0.0 and self.ref_model is not None:
+            models.append(self.ref_model)
+        out = torch.zeros_like(completion, dtype=torch.bool)
+        for model in models:
             with torch.no_grad():
-                logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, input_ids, attention, output["completion_ids"].size(1),
-                    batch_size=self.args.per_device_train_batch_size)
-        out = logps <= OUT_OF_SET_LOG_PROB
-        ref = output.get("ref_per_token_logps")
-        if ref is not None:
-            out |= ref <= OUT_OF_SET_LOG_PROB
-        self._metrics["train" if self.model.training else "eval"]["tritongym/dvp_out_of_set_tokens"].append(
-            float(self.accelerator.gather(out.sum()).sum()))
+                logits = type(model).forward(model, input_ids=input_ids, attention_mask=attention,
+                                             use_cache=False).logits[:, -width - 1: -1]
+            out |= ~dvp_log_probs(logits, completion, self.dvp_alpha, temperature=self.temperature).in_safe
         return out
 
 
