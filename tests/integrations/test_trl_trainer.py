@@ -5,6 +5,7 @@ scripted replies judged by the real evaluator, and the response-length LR decay 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -328,3 +329,23 @@ def test_trls_scoring_step_keeps_a_prs_rejected_turns_reward(problem, evaluator,
     start, end = inputs[0]["turn_spans"][1]
     assert not output["tool_mask"][0, start:end].any()
     assert int(output["num_items_in_batch"]) == int((output["completion_mask"] * output["tool_mask"]).sum())
+
+
+def test_two_processes_on_gloo_when_only_one_rank_drops_turns(tmp_path):
+    # PRS rejects turns on rank 0's rows only. Every collective of the hook must run on both ranks; a
+    # gather under a per-rank condition fails on gloo ("collective mismatch"; on GPUs it would hang).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("trl_two_process.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1")
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
+    assert [r["world"] for r in ranks] == [2, 2] and [r["global_step"] for r in ranks] == [1, 1]
+    # Both ranks divide by the same global count of loss tokens; rank 0 lost its rows' second turns.
+    assert ranks[0]["num_items_in_batch"] == ranks[1]["num_items_in_batch"] == sum(r["local_tokens"] for r in ranks)
+    assert 2 * ranks[0]["local_tokens"] == ranks[1]["local_tokens"]
+    assert [r["prs_rejected_turns"] for r in ranks] == [2.0, 2.0]  # the batch's count, gathered
