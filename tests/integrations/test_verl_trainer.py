@@ -22,8 +22,10 @@ import ray  # noqa: E402
 import transfer_queue as tq  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+from verl.workers.utils.padding import response_to_nested  # noqa: E402
 
 from tritongym.integrations.verl.advantages import explicit_turns, trloo_advantage_return, turn_numbers  # noqa: E402
 from tritongym.integrations.verl.agent_loop import (  # noqa: E402
@@ -40,8 +42,6 @@ from tritongym.integrations.verl.trainer import (  # noqa: E402
 from tritongym.rl import mrs_mask, trloo_advantages  # noqa: E402
 
 from . import released_drkernel as released  # noqa: E402
-from verl.workers.utils.padding import response_to_nested  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
 
 # Trajectories: (uid, tokens per turn, feedback tokens after each turn but the last, turn rewards,
 # PRS keep probabilities). Probabilities are 0 or 1 so the draws are known; 0 is a correct but lazy
@@ -266,7 +266,8 @@ def test_a_step_with_every_turn_rejected_is_skipped(store):
     # verl's rollout correction would raise "response_mask must contain at least one valid token";
     # the step writes zero advantages, skips the updates and says so in a metric.
     lazy = [("s", [2, 2], 1, [1.0, 1.0], [0.0, 0.0]), ("s", [3], 1, [0.5], [0.0])]
-    extra = ("algorithm.rollout_correction.rollout_rs=seq_max_k2", "algorithm.rollout_correction.rollout_rs_threshold=1.0")
+    extra = ("algorithm.rollout_correction.rollout_rs=seq_max_k2",
+             "algorithm.rollout_correction.rollout_rs_threshold=1.0")
     padded, metrics = _run(KernelPPOTrainer, "skip", trajectories=lazy, extra=extra)
     assert metrics["tritongym/skipped_steps"] == 1.0 and metrics["tritongym/prs_rejected_turns"] == 3.0
     assert padded["response_mask"].sum() == 0 and padded["advantages"].abs().sum() == 0

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.integrations.*
 
 import torch  # noqa: E402
-
 from tests.integrations.trl_support import VOID_REPLY, ScriptedGenerator, make_trainer  # noqa: E402
+
 from tritongym.integrations.trl.rollout import KernelRollout  # noqa: E402
 from tritongym.integrations.trl.trainer import TRLOOGRPOTrainer  # noqa: E402
 from tritongym.tasks import load_problems  # noqa: E402

@@ -18,9 +18,10 @@ own ``rloo`` is exactly that (``tritongym.rl.rloo_advantages``, a group of one i
 Turn layout: verl hands an estimator only ``token_level_rewards``, ``response_mask`` and ``uid``, so by
 default the turns are read off the mask. A step that masks a whole turn out of the loss (PRS in the
 ``tritongym`` trainer, ``trainer``) would then make that turn vanish and renumber the turns after it,
-moving them into other peer groups; Dr.Kernel keeps such a turn in its peers' baselines. The trainer
-therefore passes the turns explicitly for the duration of its advantage step (`explicit_turns`):
-``[n, L]`` turn numbers, 1-based on the model's tokens and 0 elsewhere.
+moving them into other peer groups; Dr.Kernel keeps such a turn (with its reward) in its peers'
+baselines. The trainer therefore passes the turns explicitly for the duration of its advantage step
+(`explicit_turns`): ``[n, L]`` turn numbers, 1-based on the model's tokens and 0 elsewhere, and the
+turns that leave the groups altogether (KernelGYM's ``loss_mask`` 0, meaningful-turn masking).
 """
 
 from __future__ import annotations
