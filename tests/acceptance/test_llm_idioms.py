@@ -75,17 +75,6 @@ def test_honest_idiom_is_ok_every_time(pool, solution, problem, features):
     assert all(r.violations == [] and r.reward > 0 for r in results), describe(results)
 
 
-def _parent_believes_removed_constructs() -> bool:
-    """Whether the parent accepts "unsupported" for a removed construct (the clean room's
-    `interpreter_gaps` must count `interpreter_fixes.removed_constructs()`: a line in the lead's file)."""
-    from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
-
-    return not interpreter_fixes.block_pointers_removed() or bool(interpreter_gaps("p = tl.make_block_ptr(x)"))
-
-
-@pytest.mark.xfail(not _parent_believes_removed_constructs(), strict=True,
-                   reason="needs cleanroom_kernels.interpreter_gaps to count interpreter_fixes.removed_constructs() "
-                          "(lead's file): until then the parent reads the worker's 'unsupported' as a runtime_error")
 def test_block_pointers_are_ok_or_named_as_unsupported(pool):
     """tl.make_block_ptr / tl.advance: ok where the installed Triton has block pointers; Triton 3.9
     removed them from every tier, and there the verdict names the construct (never a
@@ -200,15 +189,7 @@ def test_a_kernel_inductor_generates_is_ok_every_time(pool, tmp_path):
 
 # -- an honest mistake reads as a mistake -------------------------------------------------------
 
-def _parent_reviews_family_trials() -> bool:
-    """Whether parent.py calls `trivial.review_family_trial` (the one-line change the lead applies)."""
-    from tritongym.evaluator import parent
 
-    return "review_family_trial" in Path(parent.__file__).read_text(encoding="utf-8")
-
-
-@pytest.mark.xfail(not _parent_reviews_family_trials(), strict=True,
-                   reason="needs parent.py to call trivial.review_family_trial (issue 21 item 6, lead's file)")
 def test_relu_for_leaky_relu_is_incorrect_with_where_and_by_how_much(pool):
     results = evaluate_repeatedly(pool, IDIOMS / "leaky_relu_uniform_problem.py", IDIOMS / "relu_for_leaky_relu.py",
                                   num_trials=2)

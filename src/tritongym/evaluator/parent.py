@@ -444,6 +444,7 @@ class _Evaluation:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         outputs = reply.get("outputs")
         comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)
+        comparison = trivial.review_family_trial(comparison, trial, outputs, self.options)
         message = comparison.message
         for kernel, _config, position, count in evidence.autotune:
             self.autotune_checked.setdefault(kernel, (set(), count))[0].add(position)
@@ -471,7 +472,8 @@ class _Evaluation:
                         self.notices.append(notice)
                 else:
                     violation = trivial.check_precision(trial.expected, outputs, trial.truth,
-                                                        self.options.precision_factor, self.options.precision_floor)
+                                                        self.options.precision_factor, self.options.precision_floor,
+                                                        self.solution_source)
                     if violation is not None and self.options.precision_policy == "reject":
                         self.add_violation(violation)
                     elif violation is not None:
