@@ -185,6 +185,8 @@ class EvalResult:
     sandbox: str = "none"
     problem_id: str | None = None
     problem_hash: str | None = None
+    #: ``cpu`` when the problem is a CPU-size variant (`tritongym.tasks.sizing`), else ``original``.
+    problem_size: str = "original"
     solution_hash: str | None = None
     duration_s: float = 0.0
     candidate_log: str = ""
@@ -231,6 +233,7 @@ class EvalResult:
             sandbox=data.get("sandbox", "none"),
             problem_id=data.get("problem_id"),
             problem_hash=data.get("problem_hash"),
+            problem_size=str(data.get("problem_size") or "original"),
             solution_hash=data.get("solution_hash"),
             duration_s=float(data.get("duration_s", 0.0)),
             candidate_log=data.get("candidate_log", ""),
@@ -249,7 +252,8 @@ class EvalResult:
     def _summary_text(self) -> str:
         lines = [f"status: {self.status}   reward: {self.reward:.3f}   device: {self.device}   sandbox: {self.sandbox}"]
         if self.problem_id:
-            lines.append(f"problem: {self.problem_id}")
+            size = " (CPU size)" if self.problem_size == "cpu" else ""
+            lines.append(f"problem: {self.problem_id}{size}")
         if self.error:
             lines.append("error: " + self.error.strip().replace("\n", "\n       "))
         for violation in self.violations:
