@@ -250,8 +250,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         mean = sum(rewards) / len(rewards) if rewards else 0.0
         mode = "/".join(sorted(sandboxes - {"not started"})) or "none needed (every verdict was static)"
         warning = "  UNSANDBOXED: candidates could reach this machine" if "none" in sandboxes else ""
-        sized = " at CPU size" if size == "cpu" else ""
-        print(f"\n{total} problem(s){sized}: {summary}; mean reward {mean:.3f}; "
+        scaled = sum(job.problem.size == "cpu" for job in jobs)
+        sized = f" ({scaled} at CPU size)" if scaled else ""
+        print(f"\n{total} evaluated{sized}: {summary}; mean reward {mean:.3f}; "
               f"{time.monotonic() - started:.0f} s")
         if stats is not None:
             print(f"sandbox: {mode}; {stats.slots} worker(s), candidates started by {stats.launcher}{warning}")
@@ -376,7 +377,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     try:
         from tritongym.env.agent import AgentConfig, run_agent
     except ImportError as exc:
-        print(f"tritongym agent: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        print(f"tritongym agent: needs the env extra (from the clone: pip install -e '.[env]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     if args.api_key_env and api_key is None:
@@ -417,7 +418,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from tritongym.env.export import export_parquet, export_sft
         from tritongym.env.store import load_trajectories
     except ImportError as exc:
-        print(f"tritongym report: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        print(f"tritongym report: needs the env extra (from the clone: pip install -e '.[env]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         paths = write_report(args.dir, compare_to=args.compare, out=args.out)

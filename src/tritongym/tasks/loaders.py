@@ -164,8 +164,8 @@ def load_hf_rows(
 ) -> list[Problem]:
     """Load rows in the Hugging Face KernelBench layout.
 
-    `source` is a ``.jsonl`` file, a ``.parquet`` file (needs `pyarrow`: ``pip install
-    tritongym[data]``), or an iterable of row mappings (for instance a `datasets.Dataset`).
+    `source` is a ``.jsonl`` file, a ``.parquet`` file (needs `pyarrow`: ``pip install -e
+    '.[data]'`` from the clone), or an iterable of row mappings (for instance a `datasets.Dataset`).
     """
     rows: list[Mapping[str, Any]]
     if isinstance(source, (str, Path)):
@@ -192,7 +192,7 @@ def load_hf_rows(
                 import pyarrow.parquet as pq
             except ImportError as exc:
                 raise DependencyError(
-                    "reading Parquet needs pyarrow: pip install 'tritongym[data]'"
+                    "reading Parquet needs pyarrow: from the clone: pip install -e '.[data]'"
                 ) from exc
             rows = pq.read_table(path).to_pylist()
             origins = [f"{path}: row {i}" for i in range(len(rows))]
