@@ -44,8 +44,10 @@ def _add_eval_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                        help="wall-clock budget of the candidate; it is killed with its descendants on expiry "
                             "(default: %(default)s)")
-    group.add_argument("--trials", type=int, default=5, help="correctness trials on fresh secret inputs "
-                                                             "(default: %(default)s)")
+    group.add_argument("--trials", type=int, default=5,
+                       help="correctness trials on fresh secret draws of the task's own get_inputs(); the "
+                            "perturbed input families (docs/integrity.md) add one trial each on top, so a "
+                            "result lists more trials than this, each with its family (default: %(default)s)")
     group.add_argument("--tolerance", choices=("kernelbench", "strict"), default="kernelbench",
                        help="tolerance preset: kernelbench = atol=rtol=1e-2 (v0.1/KernelGYM); strict = 1e-4 "
                             "for float32, 1e-2 for half precision (default: %(default)s)")
@@ -404,9 +406,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     written = Path(args.out) / "trajectories.jsonl"
     where = f"written to {written}" if written.is_file() else "no trajectory finished, so nothing was written yet"
     refused = f", {summary['refused']} problem(s) without a CPU size left out" if summary.get("refused") else ""
+    outcomes = summary.get("outcomes") or {}
+    best = ("; best turns: " + ", ".join(f"{n} {status}" for status, n in outcomes.items())) if outcomes else ""
     print(json.dumps({k: v for k, v in summary.items() if k != "errors"}) if args.json else
           f"{summary['finished']} trajectories finished, {summary['skipped']} already done, "
-          f"{summary['failed']} left unfinished (re-run the same command to resume){refused}; "
+          f"{summary['failed']} left unfinished (re-run the same command to resume){refused}{best}; "
           f"{summary['wall_s']:.0f} s; {where}")
     return EXIT_OK if summary["failed"] == 0 else EXIT_EVALUATOR
 

@@ -152,6 +152,8 @@ class AgentRunner:
         self.store = TrajectoryStore(config.out)
         self.progress = progress
         self.errors: list[str] = []
+        #: the best turn's status of each trajectory finished in this run ("void": no turn evaluated)
+        self.outcomes: dict[str, int] = {}
 
     async def run(self) -> dict[str, Any]:
         config = self.config
@@ -191,7 +193,8 @@ class AgentRunner:
             await asyncio.gather(*(guarded(p, s) for p, s in jobs))
         self._bar.close()
         return {**counts, "trajectories": len(self.problems) * config.samples, "wall_s": time.monotonic() - started,
-                "refused": len(self.refused), "errors": list(self.errors)}
+                "refused": len(self.refused), "outcomes": dict(sorted(self.outcomes.items())),
+                "errors": list(self.errors)}
 
     async def _trajectory(self, client: ChatClient, problem: Problem, sample: int,
                           journaled: list[dict[str, Any]]) -> None:
@@ -244,6 +247,8 @@ class AgentRunner:
                        "selection": {"status": str(best.result.status), "reward": best.reward,
                                      "speedup": best.result.speedup,
                                      "speedup_vs_compile": getattr(best.result, "speedup_vs_compile", None)}}
+        outcome = "void" if best is None or best.result is None else str(best.result.status)
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         self.store.append_trajectory(trajectory_record(
             problem, env, sample=sample, mode=config.tts, stop_reason=stop_reason, turns=records,
             provenance=self.provenance, recheck=recheck, resumed_from_turn=len(journaled) if journaled else None))
