@@ -167,3 +167,11 @@ def test_eval_with_a_dataset_and_an_id_refuses_original_size_with_the_fix():
     proc = run_cli("eval", "--problem", str(KERNELBENCH_JSONL), "--id", "kernelbench/level1/19", "--solution",
                    str(EXAMPLES / "level1" / "19_ReLU.py"), "--device", "cpu", "--size", "original", timeout=120)
     assert proc.returncode == 2 and "19_ReLU" in proc.stderr and "--size cpu" in proc.stderr
+
+
+def test_trials_help_says_what_it_counts():
+    from tritongym.cli import build_parser
+
+    eval_parser = build_parser()._subparsers._group_actions[0].choices["eval"]
+    text = " ".join(eval_parser.format_help().split())
+    assert "get_inputs()" in text and "add one trial each on top" in text
