@@ -201,9 +201,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         counts["refused"] = counts.get("refused", 0) + 1
         record({"problem": problem_id, "refused": reason, "problem_size": size})
     if not args.json:
-        print(f"{'problem':44s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
+        print(f"{'problem':60s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
         for problem_id, reason in refused:
-            print(f"{problem_id:44s} {'(refused)':20s}\n    {reason}")
+            print(f"{problem_id:60s} {'(refused)':20s}\n    {reason}")
     bar = _progress_bar(len(jobs), args.progress)
     write = bar.write if bar is not None else print
     workers = args.workers or default_workers(options.device)
@@ -226,7 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         reason = printable(f"{type(exc).__name__}: {exc}")[:300]
                         record({**head, "error": reason})
                         if not args.json:
-                            write(f"{job.label:44s} {'(evaluator error)':20s}\n    {reason}")
+                            write(f"{job.shown[:60]:60s} {'(evaluator error)':20s}\n    {reason}")
                         continue
                     counts[str(result.status)] = counts.get(str(result.status), 0) + 1
                     rewards.append(result.reward)
@@ -234,7 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     record({**head, **result.to_dict()})
                     if not args.json:
                         passed = sum(t.passed for t in result.trials)
-                        write(f"{job.label:44s} {str(result.status):20s} {result.reward:7.3f} "
+                        write(f"{job.shown[:60]:60s} {str(result.status):20s} {result.reward:7.3f} "
                               f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
                         if result.error and not result.correct:
                             write("    " + _first_line(printable(result.error.strip().splitlines()[-1])))

@@ -74,7 +74,7 @@ def test_run_at_cpu_size_over_kernelbench_samples_with_out_file(kernelbench_like
     assert [(r["problem"], r["sample"], r["status"]) for r in rows] == [
         ("kernelbench/level1/19", 0, "ok"), ("kernelbench/level1/19", 1, "incorrect")]
     assert all(r["problem_size"] == "cpu" for r in rows)
-    assert "kernelbench/level1/19#0" in proc.stdout and "kernelbench/level1/19#1" in proc.stdout
+    assert "kernelbench/level1/19#0 19_ReLU" in proc.stdout and "kernelbench/level1/19#1 19_ReLU" in proc.stdout
     assert all("cpuinfo" not in r["candidate_log"] for r in rows)  # the jail artefact is not reported
     assert "results written to" in proc.stdout
 

@@ -33,6 +33,13 @@ class SolutionJob:
         """The problem id, with ``#S`` for a sample: what run tables and JSON lines show."""
         return self.problem.problem_id if self.sample is None else f"{self.problem.problem_id}#{self.sample}"
 
+    @property
+    def shown(self) -> str:
+        """`label` with the problem's name when the id does not already hold it (``kernelbench/level1/19
+        19_ReLU``): what the run table prints."""
+        name = self.problem.name
+        return self.label if name in self.problem.problem_id else f"{self.label} {name}"
+
 
 def _number(problem: Problem) -> str | None:
     last = problem.problem_id.rsplit("/", 1)[-1]
