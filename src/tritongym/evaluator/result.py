@@ -260,8 +260,13 @@ class EvalResult:
             lines.append(f"violation [{violation.code}]: {violation.message}")
         if self.trials:
             passed = sum(t.passed for t in self.trials)
-            worst = max((t.max_abs_error or 0.0) for t in self.trials)
-            lines.append(f"trials: {passed}/{len(self.trials)} passed, max abs error {worst:.3g}")
+            # A trial whose outputs could not be compared (shape or dtype mismatch) has no error value:
+            # say so instead of printing 0.
+            errors = [t.max_abs_error for t in self.trials if t.max_abs_error is not None]
+            worst = f"{max(errors):.3g}" if errors else "n/a"
+            uncompared = sum(t.max_abs_error is None and not t.passed for t in self.trials)
+            note = f" ({uncompared} not comparable, see below)" if uncompared else ""
+            lines.append(f"trials: {passed}/{len(self.trials)} passed, max abs error {worst}{note}")
         for trial in self.trials:
             if not trial.passed and trial.message:
                 lines.append(f"  trial {trial.index} ({trial.family}): {trial.message}")

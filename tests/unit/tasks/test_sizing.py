@@ -206,3 +206,54 @@ def test_preflight_refuses_the_original_size_with_the_fix_named():
 def test_preflight_time_check_names_the_timeout():
     result = check(problem(ELEMENTWISE, "mm"), 1 << 20, int(1e14), memory_limit_gb=8, timeout=60, size="original")
     assert result.refusal is not None and "--timeout" in result.refusal and "GFLOP" in result.refusal
+
+
+def test_problem_size_is_in_every_result_and_a_shape_mismatch_is_not_error_0():
+    from tritongym.evaluator.result import EvalResult, Status, TrialReport
+
+    result = EvalResult(status=Status.INCORRECT, problem_id="kernelbench/level1/19", problem_size="cpu",
+                        trials=[TrialReport(0, "get_inputs", False, None, None, message="shape (4,) != (4, 1)")])
+    assert EvalResult.from_dict(result.to_dict()).problem_size == "cpu"
+    assert EvalResult.from_dict({"status": "ok"}).problem_size == "original"  # older producers
+    text = result.summary()
+    assert "problem: kernelbench/level1/19 (CPU size)" in text
+    assert "max abs error n/a (1 not comparable" in text and "max abs error 0" not in text
+
+
+def _dataset():
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ.get("TRITONGYM_KERNELBENCH_JSONL", "") or Path(__file__).resolve().parents[3].parent
+                / "shared" / "datasets" / "kernelbench" / "kernelbench_l1-l3.jsonl")
+    if not path.is_file():
+        pytest.skip(f"the shared KernelBench dataset is absent: {path} (clone with shared/ beside the repo, or set "
+                    "TRITONGYM_KERNELBENCH_JSONL)")
+    return path
+
+
+def test_the_shipped_table_covers_kernelbench_and_every_change_keeps_the_rules():
+    from tritongym.tasks import builtin_suite, load_problems
+    from tritongym.tasks.flags import audit_flags
+    from tritongym.tasks.sizing import shipped_sizes
+
+    table = shipped_sizes()
+    problems = load_problems(_dataset())
+    assert all(p.content_hash in table for p in problems + builtin_suite())
+    flagged = audit_flags()
+    assert any(flagged.get(apply_record(p, table[p.content_hash]).content_hash) for p in problems[:40])
+    for problem in problems:
+        record = table[problem.content_hash]
+        if record.status != SizingStatus.SCALED:
+            assert record.status == SizingStatus.CANNOT and record.reason, problem.problem_id
+            continue
+        slots = {s.name: s for s in size_constants(problem.source)}
+        for change in record.changes:
+            slot = slots[change.name]
+            assert is_scalable(slot) and floor_of(slot) <= change.scaled < change.original, change
+        variant = apply_record(problem, record)
+        assert variant.size == "cpu" and variant.problem_id == problem.problem_id
+        entry = flagged.get(variant.content_hash)  # the audit of the variant, where it found something
+        assert entry is None or entry.problem_id == problem.problem_id
+    cannot = [r for r in table.values() if r.status == SizingStatus.CANNOT]
+    assert all(r.problem_id.startswith("kernelbench/level3/") for r in cannot)  # levels 1 and 2 all have one
