@@ -175,3 +175,19 @@ def test_trials_help_says_what_it_counts():
     eval_parser = build_parser()._subparsers._group_actions[0].choices["eval"]
     text = " ".join(eval_parser.format_help().split())
     assert "get_inputs()" in text and "add one trial each on top" in text
+
+
+def test_run_table_messages_end_at_a_word_not_mid_sentence():
+    from tritongym.cli import _first_line
+
+    message = "the output of trial 3 differed from the reference " * 20
+    line = _first_line(message, limit=150)
+    assert len(line) <= 152 and line.endswith(" …") and not line[:-2].endswith(" ")
+    assert message.startswith(line[:-2]) and " ".join(message.split()).split(" ")[len(line[:-2].split())] != ""
+    assert _first_line("short message") == "short message"
+
+
+def test_the_progress_bar_needs_nothing_beyond_the_base_install():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("tqdm") for dep in project["dependencies"])  # run --progress on `pip install -e .`

@@ -177,6 +177,14 @@ def test_fit_accepts_a_heavy_problem_at_its_floors_within_the_hard_limits():
     assert fit_cpu_size(problem(huge)).status == SizingStatus.CANNOT
 
 
+def test_a_problem_whose_shape_rules_forbid_small_sizes_says_so():
+    strict = ELEMENTWISE.replace("return torch.relu(x)",
+                                 "assert x.shape[1] >= 100000, 'rows of at least 100000'\n        return torch.relu(x)")
+    record = fit_cpu_size(problem(strict))
+    assert record.status == SizingStatus.CANNOT
+    assert "smallest scale that runs" in (record.reason or "") and "rows of at least 100000" in record.reason
+
+
 def test_at_size_original_is_identity_and_cpu_lists_refusals():
     problems = [problem(ELEMENTWISE, "relu"), problem(HARDCODED, "hard")]
     assert at_size(problems, "original").problems == problems
