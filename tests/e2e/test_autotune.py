@@ -49,3 +49,23 @@ def test_the_rotation_runs_over_the_configs_left_after_pruning():
                                 input_families=(), timeout=120)
     assert result.status == Status.OK, (result.status, result.error)
     assert not [n for n in result.notices if n.code == "autotune_partial"], result.notices
+
+
+def test_a_config_run_only_on_task_inputs_gets_a_perturbed_trial_too():
+    """Issue 20, family 7: a config right only on the task's distribution (|x| for ReLU on [0, 1))
+    would pass if the rotation ran it on task trials alone; an added trial runs it on a family."""
+    from pathlib import Path
+
+    problem = Path(__file__).resolve().parents[1] / "adversarial" / "problems" / "relu_uniform.py"
+    result = tritongym.evaluate(problem, candidate("autotune_relu_sign_bug"), device="cpu", num_trials=2,
+                                timeout=120)
+    assert result.status == Status.INCORRECT, (result.status, result.error)
+    failed = [t for t in result.trials if not t.passed]
+    assert failed and all(t.family == "negated" and "(config 2 of 4)" in t.message for t in failed), failed
+    assert len(result.trials) > 5, "an extra trial was added for the config"
+
+
+def test_honest_autotuned_kernel_gets_every_config_on_a_family_and_stays_ok():
+    result = evaluate("autotune_relu", 2)
+    assert result.status == Status.OK, (result.status, result.error)
+    assert not [n for n in result.notices if n.code == "autotune_partial"]

@@ -40,6 +40,7 @@ from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.hostread import HostReadTrace
 from tritongym.evaluator.launches import LaunchRecorder
+from tritongym.evaluator.launchlog import LaunchLog, distinct_storages, storage_bytes
 from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace, storage_span
 from tritongym.evaluator.profiling import profile_forward
 from tritongym.evaluator.timing import TimingSession, timing_inputs
@@ -287,6 +288,10 @@ class CandidateWorker:
         self.source_text = source_text if source_text is not None else ""
         self.body_checker = kernels.BodyChecker(self.source_text, self.source)
         self.recorder = LaunchRecorder(self.source, self.body_checker)
+        # What each forward did, for the clean room to do again (a proposal, checked there).
+        self.launch_log = LaunchLog(self.source)
+        self.recorder.log = self.launch_log
+        self.state_tensors: list[torch.Tensor] = []
         self.attribution = Attribution(self.source)
         self.model_class: Any = None
         self.model: torch.nn.Module | None = None
@@ -345,8 +350,12 @@ class CandidateWorker:
             raise TypeError(f"ModelNew(...) must build an nn.Module, got {type(model).__name__}")
         self.model = model.to(self.device)
         left = self._clear_modes(self._modes)
+        # The model's state as built, before any input exists: the clean room starts every
+        # replayed forward from these values.
+        self.state_tensors = distinct_storages(model_state(self.model))
         self._send(self.channel, "built", {"parameters": sum(p.numel() for p in self.model.parameters()),
-                                           "tampered": left})
+                                           "tampered": left,
+                                           "state": [storage_bytes(t) for t in self.state_tensors]})
 
     def _source_changed(self) -> list[str]:
         """The solution file must still hold the text that was checked (the jail binds it read-only)."""
@@ -369,9 +378,11 @@ class CandidateWorker:
         parameter_spans = [storage_span(t) for t in state_tensors]
 
         flow = DataFlow(inputs=input_tensors, protected=[*input_tensors, *state_tensors])
-        trace = OpTrace(self.attribution, flow)
+        trace = OpTrace(self.attribution, flow, log=self.launch_log)
         host_reads = HostReadTrace(self.attribution, flow, trace)
         self.recorder.start(flow)
+        self.launch_log.start(input_tensors, self.state_tensors)
+        outputs = None
         try:
             with torch.no_grad(), host_reads, trace:
                 outputs = model(*device_inputs)
@@ -379,6 +390,7 @@ class CandidateWorker:
         finally:
             launches = self.recorder.stop()
             left_modes = self._clear_modes(self._modes)
+            call_log = self.launch_log.finish(outputs)
 
         candidate_spans = [span for launch in launches if launch.source_file == self.source
                            for span in launch.arg_spans]
@@ -422,7 +434,7 @@ class CandidateWorker:
             "refused": list(self.refused),
         }
         self._send(self.channel, "called", {"nonce": nonce, "outputs": self._plain_outputs(outputs),
-                                            "evidence": evidence})
+                                            "evidence": evidence, "log": call_log.to_payload()})
 
     def observe(self) -> dict[str, Any]:
         """Thread count, tampering and refusals now (reported around every timed repetition)."""
@@ -502,6 +514,20 @@ class CandidateWorker:
                     raise ValueError(f"unknown request {message.kind!r}")
             except BaseException as exc:  # noqa: BLE001
                 self.fail(phase, exc)
+
+
+def model_state(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Parameters, buffers and plain tensor attributes of every submodule, each storage once."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        values = [*module._parameters.values(), *module._buffers.values(),
+                  *(v for v in vars(module).values() if isinstance(v, torch.Tensor))]
+        for value in values:
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+    return found
 
 
 def _plain_outputs(outputs: Any) -> Any:

@@ -72,6 +72,8 @@ class LaunchRecorder:
         self.candidate_file = os.path.realpath(candidate_file) if candidate_file else None
         self.body_checker = body_checker
         self.flow: DataFlow | None = None
+        #: The clean room's launch log (`launchlog.LaunchLog`), when the worker keeps one.
+        self.log: Any = None
         #: python_in_kernel findings of the current call (body and argument checks).
         self.findings: list[str] = []
         self._rewritten: dict[int, Any] = {}
@@ -156,14 +158,36 @@ class LaunchRecorder:
         recorder = self
 
         def run(self, *args, grid=None, warmup=False, **kwargs):  # noqa: ANN001 - Triton's signature
+            log = recorder.log
+            logging = log is not None and log.active and not warmup and log.depth == 0
+            launch_grid = grid
             if recorder.active and not warmup:
                 with untraced():
                     recorder._before(self, args, kwargs)
+            if logging:
+                with untraced():
+                    pending = log.before_launch(self, args, kwargs)
+                resolved: list[Any] = []
+                if callable(grid):
+                    # The candidate's grid callable runs once, where Triton calls it; the log keeps
+                    # what it returned (the clean room never runs it).
+                    def launch_grid(meta, _grid=grid, _resolved=resolved):  # noqa: ANN001, ANN202
+                        value = _grid(meta)
+                        _resolved.append(value)
+                        return value
+                else:
+                    resolved.append(grid)
+                log.depth += 1
             try:
-                result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+                result = original(self, *args, grid=launch_grid, warmup=warmup, **kwargs)
             finally:
                 # The interpreter's own rewrite, even when the kernel then raised.
                 recorder._note_rewrite(self)
+                if logging:
+                    log.depth -= 1
+            if logging:
+                with untraced():
+                    log.after_launch(pending, resolved[0] if resolved else None)
             # Recorded only once the launch returned: a kernel that raises did no work.
             if recorder.active and not warmup:
                 with untraced():
@@ -184,6 +208,9 @@ class LaunchRecorder:
             source = getattr(getattr(self, "src", None), "fn", None)
 
             def launch(*args, **kwargs):  # noqa: ANN002, ANN003
+                if recorder.log is not None and recorder.log.active and recorder.log.depth == 0:
+                    recorder.log.fail("a kernel compiled ahead and launched as compiled[grid](...) cannot be "
+                                      "replayed from its source; launch it as kernel[grid](...)")
                 if recorder.active and source is not None:
                     with untraced():
                         recorder._before(source, args, kwargs)

@@ -93,6 +93,10 @@ class EvalOptions:
             float32 reference error is 0).
         reward: weights of the reward terms.
         disabled_checks: violation codes reported as notices instead of failing the verdict.
+        candidate_checks: run the candidate worker's own evidence checks (launches, op trace,
+            host reads, tampering, kernel bodies) as early filters. ``False`` leaves the verdict
+            to the clean room alone (docs/integrity.md, "The clean room"): a test knob that shows
+            an attack is stopped by construction, not by a filter.
         use_audit_tolerance: give problems the task audit flagged as degenerate its stricter
             recommended tolerance (the smaller of it and the configured one), with a notice.
         baseline: what the candidate is timed against on a GPU: ``eager`` (the reference
@@ -131,6 +135,7 @@ class EvalOptions:
     precision_floor: float = 1e-5
     reward: RewardConfig = field(default_factory=RewardConfig)
     disabled_checks: frozenset[str] = frozenset()
+    candidate_checks: bool = True
     use_audit_tolerance: bool = True
     baseline: str = "eager"
     candidate_memory_fraction: float = 0.5

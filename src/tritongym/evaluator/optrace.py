@@ -129,6 +129,9 @@ def _flop_registry() -> dict[Any, Any]:
 #: read-only copy taken at import: emptying torch's registry later changes nothing here).
 _FLOPS = MappingProxyType(_flop_registry())
 
+#: Namespaces of torch's own operators; any other namespace is a custom op (`torch.library`).
+BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim", "_c10d_functional", "c10d"})
+
 #: Ops that move a whole tensor between devices (a device-to-host copy exposes its values).
 _TRANSFER_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::copy"})
 
@@ -255,6 +258,36 @@ def _input_elements(args: Any, kwargs: Any) -> int:
     return sum(t.numel() for t in _tensors(args, _tensors(kwargs, [])))
 
 
+def custom_op_function(func: Any) -> Any:
+    """The Python function behind a `torch.library.custom_op` / `triton_op` overload, or None."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:  # pragma: no cover - torch without torch.library.custom_op
+        return None
+    schema = getattr(func, "_schema", None)
+    name = getattr(schema, "name", None)
+    opdef = OPDEFS.get(name) if isinstance(name, str) else None
+    return getattr(opdef, "_init_fn", None)
+
+
+def op_work(func: Any, args: Any, kwargs: Any, out: Any, _flops: Any = _FLOPS) -> tuple[int, int] | None:
+    """``(elements read, FLOPs)`` of a compute op, None for bookkeeping (views, copies, fills).
+
+    The one measure of PyTorch work: the candidate worker's trace and the clean room's replay
+    both use it, so the parent compares like with like.
+    """
+    if not is_compute(func):
+        return None
+    flops = 0
+    formula = _flops.get(getattr(func, "overloadpacket", None))
+    if formula is not None:
+        try:
+            flops = int(formula(*args, **kwargs, out_val=out))
+        except Exception:  # noqa: BLE001 - a formula that does not fit counts nothing
+            flops = 0
+    return _input_elements(args, kwargs), flops
+
+
 class OpTrace(TorchDispatchMode):
     """Counts every dispatched op while active; `compute_ops()` lists the arithmetic ones.
 
@@ -270,7 +303,8 @@ class OpTrace(TorchDispatchMode):
         # imports torch._dynamo: about 2 s in every worker. Nothing traced here is compiled.
         return False
 
-    def __init__(self, attribution: Attribution | None = None, flow: DataFlow | None = None) -> None:
+    def __init__(self, attribution: Attribution | None = None, flow: DataFlow | None = None,
+                 log: Any = None) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.compute: dict[str, None] = {}
@@ -283,12 +317,25 @@ class OpTrace(TorchDispatchMode):
         self.attribution = attribution
         self.flow = flow
         self._flops = _FLOPS
+        #: The clean room's launch log (`launchlog.LaunchLog`), fed every op outside a launch.
+        self.log: Any = log
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         name = op_name(func)
         self.seen += 1
+        if getattr(func, "namespace", "aten") not in BUILTIN_NAMESPACES:
+            implementation = custom_op_function(func)
+            if implementation is not None:
+                # A custom op (`torch.library.custom_op`, `triton_op`): what runs inside it is
+                # what counts (its ATen ops and Triton launches), so its Python implementation
+                # runs with this trace on again, and the op itself is neither logged nor counted.
+                with self:
+                    return implementation(*args, **kwargs)
+        event = self.log.before_op(func, args, kwargs) if self.log is not None else None
         out = func(*args, **kwargs)
+        if event is not None:
+            self.log.after_op(event, out)
         if self.flow is not None:
             self.flow.after_op(args, kwargs, out, name)
         if self.attribution is not None and self.attribution.who() != "candidate":
@@ -296,15 +343,11 @@ class OpTrace(TorchDispatchMode):
         self.counts[name] += 1
         if name in _TRANSFER_OPS and self.flow is not None:
             self._note_transfer(args, out)
-        if is_compute(func):
+        work = op_work(func, args, kwargs, out)
+        if work is not None:
             self.compute.setdefault(name, None)
-            self.compute_elements += _input_elements(args, kwargs)
-            formula = self._flops.get(getattr(func, "overloadpacket", None))
-            if formula is not None:
-                try:
-                    self.compute_flops += int(formula(*args, **kwargs, out_val=out))
-                except Exception:  # noqa: BLE001 - a formula that does not fit counts nothing
-                    pass
+            self.compute_elements += work[0]
+            self.compute_flops += work[1]
         return out
 
     def _note_transfer(self, args: Any, out: Any) -> None:

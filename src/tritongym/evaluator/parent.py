@@ -33,9 +33,10 @@ from typing import Any, Protocol
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, SolutionError, TritongymError
-from tritongym.evaluator import checks, measurement, trivial
+from tritongym.evaluator import checks, cleanroom, launchlog, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.options import EvalOptions
@@ -104,6 +105,10 @@ def resolve_device(device: str) -> str:
     return device
 
 
+#: Most trials added so that every autotune config runs on a perturbed input family.
+MAX_AUTOTUNE_EXTRA_TRIALS = 16
+
+
 @dataclass
 class _Evaluation:
     """State of one evaluation while it runs (the public entry point is `evaluate`)."""
@@ -130,6 +135,10 @@ class _Evaluation:
     autotune_checked: dict[str, tuple[set[int], int]] = field(default_factory=dict)
     #: wall-clock seconds per phase (`EvalResult.phase_seconds`)
     phases: dict[str, float] = field(default_factory=dict)
+    #: the answered trials with their launch logs, until the clean room has replayed
+    records: list[cleanroom.TrialRecord] = field(default_factory=list)
+    #: the model's state as the candidate built it (storages as bytes), for the clean room
+    state: list[Any] = field(default_factory=list)
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -163,6 +172,10 @@ class _Evaluation:
             # The worker could not use the device before any candidate code ran: the machine's
             # fault (driver, jail), never the candidate's.
             raise EvaluatorError(f"the candidate worker cannot use the device: {text}")
+        if kind == "unsupported" and not interpreter_gaps(self.solution_source):
+            # The candidate's process says "not supported in interpreter mode", but its kernels use
+            # no construct the interpreter lacks: an exception text is not evidence.
+            return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
         if kind == "unsupported":
             notice = Notice(NoticeCode.INTERPRETER_LIMIT,
                             "the CPU interpreter cannot run a construct this candidate uses (inline assembly or an "
@@ -191,32 +204,35 @@ class _Evaluation:
             self.note_kernels(ready)
             self.phases["import"], clock = time.monotonic() - clock, time.monotonic()
             phase = "build"
+            # The built reply carries the model's state (bounded by the candidate's memory cap).
+            candidate.channel.max_message_bytes = max(candidate.channel.max_message_bytes,
+                                                      int(self.options.memory_limit_gb * (1 << 30)))
             built = self._expect(candidate.request("build", {"init_inputs": init_inputs,
                                                              "weight_seed": weight_seed}), "built", phase)
             self.note_tampering(built.get("tampered", []), "while building the model")
+            state = built.get("state", [])
+            if not isinstance(state, list) or not all(isinstance(t, torch.Tensor) for t in state):
+                raise ProtocolError("malformed model state in the built reply")
+            self.state = state
             self.phases["build"], clock = time.monotonic() - clock, time.monotonic()
             plan = [FAMILY_TASK] * self.options.num_trials + list(self.options.input_families)
             want_truth = self.options.precision_policy != "off"
             for index, family in enumerate(plan):
                 phase = f"trial {index} ({family})"
-                trial = reference.trial(self.seed_source(), family, truth=want_truth)
-                if family == FAMILY_TASK:
-                    self.reference_ops = trial.compute_ops
-                    self.bytes_moved = sum(t.numel() * t.element_size()
-                                           for t in trivial.tensors(trial.inputs) + trivial.tensors(trial.expected))
-                elif not trial.finite:
-                    self.notices.append(Notice(NoticeCode.FAMILY_SKIPPED,
-                                               f"input family {family!r} skipped: the reference output is not "
-                                               "finite on it"))
-                    continue
-                nonce = secrets.token_hex(8)
-                candidate.allow_reply_bytes(trivial.tensors(trial.expected))
-                reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs,
-                                                                "trial": index}),
-                                     "called", f"{phase} (forward)")
-                if reply.get("nonce") != nonce:
-                    raise ProtocolError("the reply answers another request (nonce mismatch)")
-                self.record_call(index, trial, reply)
+                self._run_trial(reference, candidate, index, family, want_truth, phase)
+            # Every autotune config the trials ran must also run on a perturbed family: a config
+            # that is right only on the task's distribution is otherwise never really checked.
+            index = len(plan)
+            for extra in range(MAX_AUTOTUNE_EXTRA_TRIALS if self.options.input_families else 0):
+                missing = self.configs_without_a_family()
+                if not missing or not self.passing():
+                    break
+                _kernel, position, count = missing[0]
+                index += (position - index) % count
+                family = self.options.input_families[extra % len(self.options.input_families)]
+                phase = f"trial {index} ({family}, autotune config {position + 1} of {count})"
+                self._run_trial(reference, candidate, index, family, want_truth, phase)
+                index += 1
             self.phases["trials"] = time.monotonic() - clock
         except TimeoutError as exc:
             raise CandidateFailed(
@@ -229,6 +245,159 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
+    def run_clean_room(self, start_room: Callable[[], WorkerHandle]) -> None:
+        """Re-execute chosen trials' launch logs where no candidate code ever ran; decide on that.
+
+        Called once the candidate answered every trial and passed the candidate-side filters
+        (which are cheap early exits, never a reason for reward). See `cleanroom`.
+        """
+        for record in self.records:
+            error = cleanroom.log_error(record.log)
+            if error is not None:
+                self.add_violation(Violation(
+                    ViolationCode.UNREPLAYABLE,
+                    f"trial {record.index}: the forward cannot be re-executed from its launch log ({error}). "
+                    "Verdicts come from replaying each forward's Triton launches and PyTorch ops in a process "
+                    "that never runs the solution's Python; launch kernels defined in the solution on tensors, "
+                    "numbers, strings and dtypes"))
+                return
+        logs = [record.log for record in self.records]
+        peers = [[r.configs for r in self.records].count(record.configs) for record in self.records]
+        for position, record in enumerate(self.records):
+            carried = cleanroom.host_origin(logs, position, same_configs=[
+                i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
+                else None)
+            if carried.elements > checks.HOST_READ_BUDGET:
+                self.add_violation(Violation(
+                    ViolationCode.HOST_COMPUTE,
+                    f"trial {record.index}: the forward's launches and ops carry {carried.elements} values computed "
+                    f"on the host from this trial's inputs (budget {checks.HOST_READ_BUDGET}): "
+                    f"{'; '.join(carried.examples)}. Compute on the device, in the solution's kernels"))
+                return
+        chosen = cleanroom.choose_replays(self.records)
+        room = start_room()
+        phase = "start"
+        try:
+            self._expect_room(room.receive(), "ready")
+            phase = "state"
+            room.channel.max_message_bytes = max(room.channel.max_message_bytes, 1 << 20)
+            self._expect_room(room.request("state", {"tensors": self.state}), "state_set")
+            for position in chosen:
+                record = self.records[position]
+                phase = f"trial {record.index}"
+                room.allow_reply_bytes(trivial.tensors(record.expected))
+                reply = room.request("replay", {"inputs": record.inputs, "log": record.log})
+                if reply.kind == "error":
+                    self._room_error(record, reply.payload)
+                    return
+                payload = self._expect_room(reply, "replayed")
+                if not self._judge_replay(record, payload):
+                    return
+        except TimeoutError as exc:
+            raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
+                                  f"the {self.options.timeout:g} s budget ({phase})") from exc
+        except (ChannelClosed, ProtocolError) as exc:
+            reason = room.process.wait_exit(grace=2.0)
+            raise CandidateFailed(Status.CRASHED, f"the clean room stopped while re-executing the forward's launch "
+                                  f"log ({phase}: {reason}): {exc}") from exc
+        finally:
+            try:
+                room.channel.send("exit")
+            except OSError:
+                pass
+            room.process.release()
+            room.channel.close()
+
+    def _expect_room(self, message: Message, kind: str) -> dict[str, Any]:
+        if message.kind == "error" and isinstance(message.payload, dict):
+            raise EvaluatorError(f"the clean room failed: {str(message.payload.get('message'))[:500]}")
+        if message.kind != kind or not isinstance(message.payload, dict):
+            raise ProtocolError(f"expected a {kind!r} reply from the clean room, got {message.kind!r}")
+        return message.payload
+
+    def _room_error(self, record: cleanroom.TrialRecord, payload: Any) -> None:
+        payload = payload if isinstance(payload, dict) else {}
+        kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
+        if kind == "unsupported":  # measured by the clean room's own interpreter: believed
+            notice = Notice(NoticeCode.INTERPRETER_LIMIT,
+                            "the CPU interpreter cannot run a construct this candidate uses (measured in the clean "
+                            "room); this is a limit of the CPU tier, not a verdict on the kernel's correctness: "
+                            "evaluate it on a GPU")
+            if notice not in self.notices:
+                self.notices.append(notice)
+            raise CandidateFailed(Status.UNSUPPORTED, f"trial {record.index} (clean room): {text}")
+        if kind == "refused":
+            self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL,
+                                         f"the clean room rebuilds each kernel from the solution's text with Triton "
+                                         f"only, and refused one: {text}"))
+            return
+        self.add_violation(Violation(ViolationCode.EVIDENCE_MISMATCH,
+                                     f"trial {record.index}: the forward's launch log does not re-execute as logged "
+                                     f"in the clean room ({text}); the outputs must come from the logged kernel "
+                                     "launches and PyTorch ops alone"))
+
+    def _judge_replay(self, record: cleanroom.TrialRecord, payload: dict[str, Any]) -> bool:
+        """The clean room's outputs against the reference, and the PyTorch work it executed."""
+        comparison = compare_outputs(record.expected, payload.get("outputs"), self.options.tolerance_for)
+        if not comparison.passed:
+            self.add_violation(Violation(
+                ViolationCode.EVIDENCE_MISMATCH,
+                f"trial {record.index}: re-executing the forward's logged kernel launches and PyTorch ops in the "
+                f"clean room, on the same inputs, does not give the reference's outputs ({comparison.message}), "
+                "although the candidate's own outputs did: they came from work the log does not show (a thread, "
+                "a callable Triton runs, raw memory, an output object computing late)"))
+            return False
+        work = payload.get("work")
+        ops = payload.get("compute_ops")
+        if not (isinstance(work, list) and len(work) == 2 and all(type(v) is int and v >= 0 for v in work)
+                and isinstance(ops, list) and all(isinstance(o, str) for o in ops)):
+            raise ProtocolError("malformed replay report")
+        from tritongym.evaluator.optrace import covers_reference, heavy_share
+
+        why = heavy_share((work[0], work[1]), record.compute_work)
+        if why is None and covers_reference(ops, self.reference_ops):
+            why = f"the logged PyTorch ops include every compute op of the reference ({', '.join(ops[:6])})"
+        if why is not None:
+            self.add_violation(Violation(ViolationCode.PYTORCH_FALLBACK,
+                                         f"trial {record.index}, measured in the clean room: {why}; write the "
+                                         "computation as Triton kernels"))
+            return False
+        return True
+
+    def _run_trial(self, reference: ReferenceRunner, candidate: WorkerHandle, index: int, family: str,
+                   want_truth: bool, phase: str) -> None:
+        """One trial: fresh inputs from a secret seed, the candidate's answer, its launch log kept."""
+        trial = reference.trial(self.seed_source(), family, truth=want_truth)
+        if family == FAMILY_TASK:
+            self.reference_ops = trial.compute_ops
+            self.bytes_moved = sum(t.numel() * t.element_size()
+                                   for t in trivial.tensors(trial.inputs) + trivial.tensors(trial.expected))
+        elif not trial.finite:
+            notice = Notice(NoticeCode.FAMILY_SKIPPED,
+                            f"input family {family!r} skipped: the reference output is not finite on it")
+            if notice not in self.notices:
+                self.notices.append(notice)
+            return
+        nonce = secrets.token_hex(8)
+        candidate.allow_reply_bytes(trivial.tensors(trial.expected))
+        candidate.channel.max_message_bytes += launchlog.MAX_EXTERNAL_BYTES
+        reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs, "trial": index}),
+                             "called", f"{phase} (forward)")
+        if reply.get("nonce") != nonce:
+            raise ProtocolError("the reply answers another request (nonce mismatch)")
+        self.record_call(index, trial, reply)
+        ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
+        self.records.append(cleanroom.TrialRecord(
+            index=index, family=family, inputs=trial.inputs, expected=trial.expected,
+            compute_work=tuple(trial.compute_work), log=reply.get("log"),
+            configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+
+    def configs_without_a_family(self) -> list[tuple[str, int, int]]:
+        """``(kernel, position, count)`` of autotune configs no perturbed-family trial has run."""
+        on_family = {config for record in self.records if record.family != FAMILY_TASK for config in record.configs}
+        return [(kernel, position, count) for kernel, (_positions, count) in sorted(self.autotune_checked.items())
+                for position in range(count) if (kernel, position) not in on_family]
+
     def note_kernels(self, ready: dict[str, Any]) -> None:
         """What the worker found after the import: the kernels, and any Python inside them."""
         found = ready.get("kernels", [])
@@ -237,14 +406,14 @@ class _Evaluation:
             raise ProtocolError("malformed ready reply")
         self.kernels_found = bool(found)
         shown = [f[:500] for f in findings if isinstance(f, str)][:3]
-        if shown:
+        if shown and self.options.candidate_checks:
             self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL, "; ".join(shown)))
 
     def note_tampering(self, tampered: Any, when: str) -> None:
         if not isinstance(tampered, list):
             raise ProtocolError("malformed tampering report")
         names = [t[:200] for t in tampered if isinstance(t, str)][:8]
-        if names:
+        if names and self.options.candidate_checks:
             self.add_violation(Violation(ViolationCode.HARNESS_TAMPERING,
                                          f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
@@ -291,6 +460,8 @@ class _Evaluation:
             self.candidate_ops.setdefault(op, None)
         for launch in evidence.launches:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
+        if not self.options.candidate_checks:
+            return
         for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work):
             if violation.code == ViolationCode.NO_TRITON_LAUNCH and not self.kernels_found and not any(
                     launch.candidate for launch in evidence.launches):
@@ -426,6 +597,20 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
     except OSError:
         pass  # the worker died at once: the first receive says how
     return WorkerHandle(process=process, channel=channel, budget=budget)
+
+
+def _start_clean_room(job: Path, private: Path, *, device: str, mode: str, limits: ResourceLimits,
+                      options: EvalOptions, source: str, launcher: CandidateLauncher) -> WorkerHandle:
+    """The clean-room worker: jailed like the candidate, forked by the pool's server when it can."""
+    if not getattr(launcher, "starts_clean_rooms", False):
+        launcher = SpawnLauncher()
+    cgroup = None
+    if isinstance(launcher, SpawnLauncher):
+        cgroup = create_cgroup(f"tritongym-room-{secrets.token_hex(8)}", options.max_processes, limits.memory_bytes
+                               or (8 << 30))
+    return _spawn("tritongym.evaluator.cleanroom_worker", job / "candidate.py", device=device, mode=mode,
+                  job_dir=job, log=private / "cleanroom.log", limits=limits, interpret=device == "cpu",
+                  budget=Budget(options.timeout), cgroup=cgroup, source_text=source, launcher=launcher)
 
 
 def _candidate_cgroup(evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
@@ -607,6 +792,12 @@ def run_evaluation(
         evaluation.phases["startup"] = time.monotonic() - phase_started
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
+            if evaluation.passing() and evaluation.records:
+                phase_started = time.monotonic()
+                evaluation.run_clean_room(lambda: _start_clean_room(
+                    job, private, device=device, mode=mode, limits=candidate_limits, options=options,
+                    source=source, launcher=launcher))
+                evaluation.phases["clean_room"] = time.monotonic() - phase_started
             on_gpu = device.startswith("cuda")
             measurement.note_device(evaluation, reference)
             wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)

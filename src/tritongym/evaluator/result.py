@@ -56,6 +56,8 @@ class ViolationCode(_StrEnum):
     IMPLAUSIBLE_SPEEDUP = "implausible_speedup"  # faster than the bytes it must move allow (physics floor)
     HOST_COMPUTE = "host_compute"  # input-derived values were read on the host beyond the scalar budget
     PYTHON_IN_KERNEL = "python_in_kernel"  # a kernel body or argument is plain Python, not Triton
+    EVIDENCE_MISMATCH = "evidence_mismatch"  # the clean room's replay of the forward's log did not give its outputs
+    UNREPLAYABLE = "unreplayable"  # the forward did something its log cannot describe for the clean room
 
 
 class NoticeCode(_StrEnum):

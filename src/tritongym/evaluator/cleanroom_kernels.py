@@ -1,0 +1,306 @@
+"""Kernels rebuilt from the hashed source, checked to be Triton and nothing else.
+
+The clean room never imports the solution module. For each kernel a launch log names
+(``name:first line``), it takes that function's text from the source the parent hashed, checks
+that the body is Triton (`check_kernel_body`), and compiles it with ``triton.jit`` in a namespace
+that holds only what the log's bindings may name: modules from `launchlog.KERNEL_MODULES`
+(``triton``, ``tl``, libdevice, Inductor's Triton helpers), objects of those modules, other
+kernels of the same file (checked the same way), a few builtins, and plain numbers, strings and
+dtypes for module-level constants. Whatever the candidate's module did at import (a global bound
+after a check, an ``int`` subclass with methods, a helper named like Triton, a replaced
+interpreter method) does not exist here.
+
+Why a body check at all: on a GPU, Triton's compiler refuses Python it cannot lower; the CPU
+interpreter runs the body as Python, so without the check a kernel could call anything its
+namespace reaches. The rules below are what a Triton kernel is made of:
+
+* statements: assignments, ``for``/``while``/``if``, ``return``, ``pass``/``break``/``continue``,
+  ``assert``, expression statements; no nested ``def``/``lambda``/``class``, no ``import``,
+  ``global``, ``with``, ``try``, comprehensions or generators;
+* names: parameters, locals, bindings from the log, allowed builtins (`BUILTINS`);
+* attributes: no dunder anywhere; a chain from an allowed module must exist on that module;
+  on values (tensors, dtypes) only the public members of ``tl.tensor`` and ``tl.dtype`` plus
+  ``dtype``/``shape``/``T``/``value`` (`value_attributes`), never ``handle`` (the interpreter's raw
+  array);
+* calls: a module function, a kernel of the file, an allowed builtin, a value's method, or a
+  kernel passed as an argument.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from tritongym.evaluator.launchlog import KERNEL_MODULES
+
+#: Builtins a kernel body may call or name (constexpr arithmetic and loops).
+BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "tuple", "list", "zip",
+                      "enumerate"})
+#: Value attributes that are never allowed (the interpreter's raw arrays and Python internals).
+DENIED_VALUE_ATTRIBUTES = frozenset({"handle", "data", "fn", "globals", "code", "mro", "to_ir"})
+
+_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.If, ast.Return, ast.Expr,
+               ast.Pass, ast.Break, ast.Continue, ast.Assert)
+_EXPRESSIONS = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.Attribute, ast.Name, ast.Constant,
+                ast.Tuple, ast.List, ast.Subscript, ast.Slice, ast.IfExp, ast.JoinedStr, ast.FormattedValue,
+                ast.Starred, ast.keyword, ast.arguments, ast.arg, ast.expr_context, ast.operator, ast.unaryop,
+                ast.boolop, ast.cmpop)
+
+
+class KernelRefused(Exception):
+    """The kernel is not Triton, or its log binds something the clean room does not provide."""
+
+
+def value_attributes() -> frozenset[str]:
+    """Public members of Triton's tensor and dtype classes: what a kernel may use on a value."""
+    from triton import language as tl
+
+    samples: list[Any] = [tl.tensor, tl.dtype, tl.constexpr, tl.float32, tl.pointer_type(tl.float32)]
+    try:
+        samples.append(tl.block_type(tl.float32, [2]))
+    except Exception:  # noqa: BLE001 - another Triton's constructor: the classes above still count
+        samples.append(tl.block_type)
+    # Instances too: ``element_ty``, ``address_space``, ``numel`` are set in __init__.
+    names = {n for sample in samples for n in dir(sample) if not n.startswith("_")}
+    names |= {"dtype", "shape", "T", "value", "numel", "type"}
+    return frozenset(names - DENIED_VALUE_ATTRIBUTES)
+
+
+def find_function(source: str, name: str, line: int) -> ast.FunctionDef:
+    """The module-level or nested ``def name`` whose first line (decorators included) is `line`."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if first == line:
+                return node
+    raise KernelRefused(f"kernel {name} (line {line}) is not a function of the checked source")
+
+
+@dataclass
+class _Scope:
+    params: set[str]
+    locals: set[str]
+    bindings: dict[str, dict[str, Any]]
+
+
+def _assigned_names(function: ast.FunctionDef) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _module_chain(node: ast.AST, scope: _Scope) -> list[str] | None:
+    """``tl.math.exp`` → ["<module name>", "math", "exp"] when the root is a bound module."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id in scope.params or node.id in scope.locals:
+        return None
+    binding = scope.bindings.get(node.id, {})
+    if "module" not in binding:
+        return None
+    return [binding["module"], *reversed(parts)]
+
+
+def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, Any]],
+                      value_attrs: frozenset[str]) -> list[str]:
+    """Why this function is not a Triton kernel (empty when it is one)."""
+    problems: list[str] = []
+    params = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    if function.args.vararg or function.args.kwarg:
+        problems.append("a kernel takes no *args or **kwargs")
+    scope = _Scope(params=params, locals=_assigned_names(function), bindings=bindings)
+    body = ast.Module(body=function.body, type_ignores=[])
+    # Annotations and defaults are evaluated when the def runs: they are checked like the body.
+    header = [a.annotation for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
+              if a.annotation]
+    header += [d for d in [*function.args.defaults, *function.args.kw_defaults, function.returns] if d is not None]
+    for node in [*ast.walk(body), *(n for a in header for n in ast.walk(a))]:
+        if isinstance(node, ast.Module):
+            continue
+        if not isinstance(node, _STATEMENTS + _EXPRESSIONS):
+            problems.append(f"line {getattr(node, 'lineno', '?')}: {type(node).__name__} is not Triton")
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in params or node.id in scope.locals or node.id in BUILTINS:
+                continue
+            binding = bindings.get(node.id)
+            if binding is None:
+                problems.append(f"line {node.lineno}: {node.id} is not defined for the kernel")
+            elif not {"module", "const", "constexpr", "tl_dtype", "kernel", "attr", "builtin"} & set(binding):
+                problems.append(f"line {node.lineno}: {node.id} is a {binding.get('unknown', 'Python object')}, "
+                                "not a Triton function, kernel, module or number")
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                problems.append(f"line {node.lineno}: attribute {node.attr} (private attributes are not Triton)")
+                continue
+            if _module_chain(node, scope) is None and node.attr not in value_attrs:
+                problems.append(f"line {node.lineno}: .{node.attr} on a value is not a Triton tensor member")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__"):
+            problems.append(f"line {node.lineno}: a dunder string constant")
+    return problems
+
+
+@dataclass
+class BuiltKernel:
+    key: str
+    jit: Any
+
+
+class KernelBuilder:
+    """Builds each logged kernel once, from the hashed source, in a namespace of its own."""
+
+    def __init__(self, source: str, workdir: str | None = None) -> None:
+        self.source = source
+        self.workdir = workdir or tempfile.mkdtemp(prefix="tritongym-cleanroom-")
+        self.built: dict[str, BuiltKernel] = {}
+        self._value_attrs = value_attributes()
+        self._building: set[str] = set()
+
+    def resolve(self, binding: dict[str, Any], table: dict[str, dict[str, Any]]) -> Any:
+        """The object a binding names, from the clean room's own modules only."""
+        from triton import language as tl
+
+        if "const" in binding:
+            value = binding["const"]
+            if value is not None and type(value) not in (bool, int, float, str):
+                raise KernelRefused(f"a constant of type {type(value).__name__}")
+            return value
+        if "constexpr" in binding:
+            value = binding["constexpr"]
+            if value is not None and type(value) not in (bool, int, float, str):
+                raise KernelRefused(f"a constexpr of type {type(value).__name__}")
+            return tl.constexpr(value)
+        if "tl_dtype" in binding:
+            return tl_dtype(binding["tl_dtype"])
+        if "module" in binding:
+            return allowed_module(binding["module"])
+        if "builtin" in binding:
+            name = binding["builtin"]
+            if name not in BUILTINS:
+                raise KernelRefused(f"builtin {name!r} is not available to kernels")
+            return __builtins__[name] if isinstance(__builtins__, dict) else getattr(__builtins__, name)
+        if "attr" in binding:
+            owner, name = binding["attr"]
+            if not isinstance(name, str) or name.startswith("_"):
+                raise KernelRefused(f"{owner}.{name} is not available to kernels")
+            module = allowed_module(owner)
+            if not hasattr(module, name):
+                raise KernelRefused(f"{owner} has no {name}")
+            return getattr(module, name)
+        if "kernel" in binding:
+            return self.build(binding["kernel"], table).jit
+        raise KernelRefused(f"a {binding.get('unknown', 'Python object')} (kernels may use Triton functions, "
+                            "kernels of the same file, modules of Triton and numbers only)")
+
+    def build(self, key: str, table: dict[str, dict[str, Any]]) -> BuiltKernel:
+        if key in self.built:
+            return self.built[key]
+        if key in self._building:
+            raise KernelRefused(f"kernel {key} refers to itself")
+        entry = table.get(key)
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(
+                entry.get("line"), int) or not isinstance(entry.get("globals"), dict):
+            raise KernelRefused(f"kernel {key} is not described in the log")
+        self._building.add(key)
+        try:
+            function = find_function(self.source, entry["name"], entry["line"])
+            bindings = {str(k): v for k, v in entry["globals"].items() if isinstance(v, dict)}
+            problems = check_kernel_body(function, bindings, self._value_attrs)
+            if problems:
+                raise KernelRefused(f"kernel {entry['name']}: " + "; ".join(problems[:4]))
+            from triton import language as tl
+
+            # The interpreter finds triton.language among a kernel's globals to patch it; a helper
+            # that names no `tl` (it only does arithmetic) still needs it there, under a name the
+            # body check never lets a kernel use.
+            namespace: dict[str, Any] = {"__builtins__": {name: _builtin(name) for name in BUILTINS},
+                                         "_tritongym_language": tl}
+            used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
+            for name, binding in bindings.items():
+                if name in used:
+                    namespace[name] = self.resolve(binding, table)
+            jit = self._compile(function, namespace, key)
+        finally:
+            self._building.discard(key)
+        built = BuiltKernel(key=key, jit=jit)
+        self.built[key] = built
+        return built
+
+    def _compile(self, function: ast.FunctionDef, namespace: dict[str, Any], key: str) -> Any:
+        """``triton.jit`` over the function's own text (no decorators), from a file of its own."""
+        import triton
+
+        lines = self.source.splitlines(keepends=True)
+        text = textwrap.dedent("".join(lines[function.lineno - 1:function.end_lineno]))
+        safe = "".join(c if c.isalnum() else "_" for c in key)
+        path = os.path.join(self.workdir, f"kernel_{safe}.py")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        code = compile(text, path, "exec")
+        exec(code, namespace)  # noqa: S102 - the checked text of one kernel, in a namespace of Triton only
+        return triton.jit(namespace[function.name])
+
+
+def _builtin(name: str) -> Any:
+    import builtins
+
+    return getattr(builtins, name)
+
+
+def allowed_module(name: Any) -> Any:
+    if not isinstance(name, str) or name not in KERNEL_MODULES:
+        raise KernelRefused(f"module {name!r} is not available to kernels")
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise KernelRefused(f"module {name} cannot be imported here: {exc}") from exc
+
+
+def tl_dtype(name: Any) -> Any:
+    from triton import language as tl
+
+    for attribute in dir(tl):
+        value = getattr(tl, attribute, None)
+        if isinstance(value, tl.dtype) and str(value) == name:
+            return value
+    raise KernelRefused(f"unknown Triton dtype {name!r}")
+
+
+#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode").
+INTERPRETER_GAPS = frozenset({"inline_asm_elementwise", "extern_elementwise"})
+
+
+def interpreter_gaps(source: str) -> list[str]:
+    """Calls in the source to constructs the CPU interpreter lacks: inline assembly, extern
+    library calls, and libdevice functions the CPU tier does not emulate.
+
+    A candidate's claim that the interpreter could not run its kernel is believed only when its
+    own text uses one of these; otherwise the claim is an exception text the candidate wrote.
+    """
+    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            owner = node.func.value
+            owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name in INTERPRETER_GAPS:
+                found.append(name)
+            elif "libdevice" in owner_name and name not in UNARY and name not in BINARY:
+                found.append(f"libdevice.{name}")
+    return found

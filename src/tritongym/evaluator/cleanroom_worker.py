@@ -1,0 +1,346 @@
+"""The clean-room worker: re-executes a forward's launch log; never imports candidate code.
+
+Jailed like a candidate worker (its inputs come from a log a compromised process wrote), it
+holds the solution's *text* (verified against the parent's hash) and nothing of the candidate's
+module. Per replayed trial it receives the parent's own copy of the inputs and the log, rebuilds
+the buffers (inputs, the state shipped once after ``__init__``, external bytes), runs each event
+in order (ATen ops through ``torch.ops.aten``, kernels built by `cleanroom_kernels.KernelBuilder`
+from the hashed source) and sends back *its* outputs and the PyTorch work it executed
+(`optrace.op_work`, the measure the candidate's trace uses). The parent decides on these.
+
+Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
+``state {tensors}`` → ``state_set``; ``replay {inputs, log}`` → ``replayed {outputs, compute_ops,
+work, launches, events}`` or ``error {kind, message}`` with kind ``refused`` (a kernel is not
+Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
+as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct);
+``exit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any
+
+import torch
+
+from tritongym.evaluator import worker_common as common
+from tritongym.evaluator.channel import WIRE_DTYPES
+from tritongym.evaluator.cleanroom_kernels import KernelBuilder, KernelRefused, tl_dtype
+from tritongym.evaluator.optrace import op_work
+
+#: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
+DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
+                        "record_stream", "_set_storage"})
+
+
+class Diverged(Exception):
+    """The log cannot be executed as written (the candidate's forward did something else)."""
+
+
+def _op(name: Any) -> Any:
+    """``aten::add.Tensor`` → the overload, from torch's own op registry (aten namespace only)."""
+    if not isinstance(name, str) or not name.startswith("aten::"):
+        raise Diverged(f"op {str(name)[:80]!r} is not an ATen op")
+    base, _, overload = name[len("aten::"):].partition(".")
+    if (not base.isidentifier() or (overload and not overload.isidentifier()) or base.startswith("__")
+            or base in DENIED_OPS):
+        raise Diverged(f"op {name[:80]!r} cannot be replayed")
+    packet = getattr(torch.ops.aten, base, None)
+    overload_fn = getattr(packet, overload or "default", None) if packet is not None else None
+    if overload_fn is None:
+        raise Diverged(f"op {name[:80]!r} does not exist in this torch")
+    return overload_fn
+
+
+class Replay:
+    """One replayed forward: buffers by log number, events in order."""
+
+    def __init__(self, device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
+                 kernels: dict[str, Any]) -> None:
+        self.device = device
+        self.builder = builder
+        self.state = state
+        self.kernels = kernels
+        self.storages: list[Any] = []
+        self.compute_ops: dict[str, None] = {}
+        self.elements = 0
+        self.flops = 0
+        self.launches = 0
+
+    # -- buffers ----------------------------------------------------------------------------
+    def _bytes_storage(self, content: torch.Tensor) -> Any:
+        if not isinstance(content, torch.Tensor) or content.dtype != torch.uint8 or content.dim() != 1:
+            raise Diverged("a shipped buffer is not a byte string")
+        return content.to(self.device, copy=True).untyped_storage()
+
+    def load_buffers(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> None:
+        buffers = log.get("buffers")
+        blobs = log.get("blobs") or []
+        if not isinstance(buffers, list) or not isinstance(blobs, list):
+            raise Diverged("malformed log")
+        for entry in buffers:
+            if not isinstance(entry, dict):
+                raise Diverged("malformed buffer entry")
+            kind, index, nbytes = entry.get("kind"), entry.get("index"), entry.get("nbytes")
+            if kind == "input":
+                if not isinstance(index, int) or not 0 <= index < len(inputs):
+                    raise Diverged("a buffer names an input that does not exist")
+                storage = inputs[index].to(self.device, copy=True).contiguous().untyped_storage()
+            elif kind == "state":
+                if not isinstance(index, int) or not 0 <= index < len(self.state):
+                    raise Diverged("a buffer names model state that was not shipped")
+                storage = self._bytes_storage(self.state[index])
+            elif kind == "external":
+                blob = entry.get("blob")
+                if not isinstance(blob, int) or not 0 <= blob < len(blobs):
+                    raise Diverged("an external buffer has no bytes")
+                storage = self._bytes_storage(blobs[blob])
+            elif kind == "new":
+                storage = None
+            else:
+                raise Diverged(f"unknown buffer kind {str(kind)[:40]!r}")
+            if storage is not None and storage.nbytes() != nbytes:
+                raise Diverged(f"buffer of {nbytes} bytes arrived with {storage.nbytes()}")
+            self.storages.append(storage)
+
+    def view(self, ref: dict[str, Any]) -> torch.Tensor:
+        number = ref.get("T")
+        if not isinstance(number, int) or not 0 <= number < len(self.storages):
+            raise Diverged("a tensor refers to a buffer that does not exist")
+        storage = self.storages[number]
+        if storage is None:
+            raise Diverged("a tensor is used before the event that makes it")
+        dtype = WIRE_DTYPES.get(ref.get("d"))
+        shape, stride, offset = ref.get("s"), ref.get("st"), ref.get("o")
+        if dtype is None or not _ints(shape) or not _ints(stride) or not isinstance(offset, int) or len(shape) != len(
+                stride):
+            raise Diverged("malformed tensor reference")
+        try:
+            return torch.empty(0, dtype=dtype, device=self.device).set_(storage, offset, shape, stride)
+        except RuntimeError as exc:
+            raise Diverged(f"a tensor view does not fit its buffer: {exc}") from exc
+
+    # -- values -----------------------------------------------------------------------------
+    def decode(self, value: Any, depth: int = 0) -> Any:
+        if depth > 10:
+            raise Diverged("a value nested too deep")
+        if value is None or type(value) in (bool, int, float):
+            return value
+        if isinstance(value, dict):
+            if "T" in value:
+                return self.view(value)
+            if "L" in value and isinstance(value["L"], list):
+                items = [self.decode(v, depth + 1) for v in value["L"]]
+                return tuple(items) if value.get("tuple") else items
+            if "str" in value and isinstance(value["str"], str):
+                return value["str"]
+            if "dtype" in value:
+                dtype = WIRE_DTYPES.get(value["dtype"])
+                if dtype is None:
+                    raise Diverged(f"unknown dtype {str(value['dtype'])[:40]!r}")
+                return dtype
+            if "device" in value:
+                return self.device
+            if "layout" in value:
+                if value["layout"] != "strided":
+                    raise Diverged("only strided tensors can be replayed")
+                return torch.strided
+            if "memory_format" in value:
+                fmt = getattr(torch, str(value["memory_format"]), None)
+                if not isinstance(fmt, torch.memory_format):
+                    raise Diverged("unknown memory format")
+                return fmt
+            if "tl_dtype" in value:
+                return tl_dtype(value["tl_dtype"])
+            if "constexpr" in value:
+                from triton import language as tl
+
+                inner = self.decode(value["constexpr"], depth + 1)
+                if isinstance(inner, torch.Tensor):
+                    raise Diverged("a tensor constexpr")
+                return tl.constexpr(inner)
+            if "kernel" in value:
+                return self.builder.build(value["kernel"], self.kernels).jit
+        raise Diverged(f"a value that cannot be replayed ({type(value).__name__})")
+
+    def bind_outputs(self, logged: Any, actual: Any) -> None:
+        """Results of an op take the log's buffer numbers; the layout must be what was logged."""
+        if isinstance(logged, dict) and "T" in logged:
+            if not isinstance(actual, torch.Tensor):
+                raise Diverged("an op returned no tensor where the log has one")
+            number = logged["T"]
+            if not isinstance(number, int) or not 0 <= number < len(self.storages):
+                raise Diverged("an op result refers to a buffer that does not exist")
+            storage = actual.untyped_storage()
+            if self.storages[number] is None:
+                self.storages[number] = storage
+            elif self.storages[number].data_ptr() != storage.data_ptr():
+                raise Diverged("an op result landed in another buffer than the log says")
+            if (list(actual.shape) != logged.get("s") or list(actual.stride()) != logged.get("st")
+                    or str(actual.dtype).removeprefix("torch.") != logged.get("d")
+                    or actual.storage_offset() != logged.get("o")):
+                raise Diverged("an op result has another shape, stride or dtype than the log says")
+        elif isinstance(logged, dict) and "L" in logged:
+            if not isinstance(actual, (list, tuple)) or len(actual) != len(logged["L"]):
+                raise Diverged("an op returned another number of results than the log says")
+            for item, value in zip(logged["L"], actual, strict=True):
+                self.bind_outputs(item, value)
+
+    # -- events -----------------------------------------------------------------------------
+    def run(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> Any:
+        self.load_buffers(log, inputs)
+        events = log.get("events")
+        if not isinstance(events, list):
+            raise Diverged("malformed log")
+        for event in events:
+            if not isinstance(event, dict):
+                raise Diverged("malformed event")
+            if "op" in event:
+                self._run_op(event)
+            elif "launch" in event:
+                self._run_launch(event)
+            else:
+                raise Diverged("an event that is neither an op nor a launch")
+        return self.decode(log.get("outputs"))
+
+    def _run_op(self, event: dict[str, Any]) -> None:
+        func = _op(event["op"])
+        args = self.decode(event.get("args"))
+        kwargs = event.get("kwargs") or {}
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise Diverged("malformed op arguments")
+        kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the logged op does not run as logged
+            raise Diverged(f"{event['op']} raised when replayed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        self.bind_outputs(event.get("out"), out)
+        work = op_work(func, args, kwargs, out)
+        if work is not None:
+            name = event["op"].rpartition(".")[0] if "." in event["op"] else event["op"]
+            self.compute_ops.setdefault(name, None)
+            self.elements += work[0]
+            self.flops += work[1]
+
+    def _run_launch(self, event: dict[str, Any]) -> None:
+        kernel = self.builder.build(event["launch"], self.kernels).jit
+        grid = event.get("grid")
+        if not _ints(grid) or not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
+            raise Diverged("a launch without a valid grid")
+        args = self.decode(event.get("args"))
+        kwargs = event.get("kwargs") or {}
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise Diverged("malformed launch arguments")
+        kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        try:
+            kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
+        except KernelRefused:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            text = _interpreter_limit(exc)
+            if text is not None:
+                raise Unsupported(text) from exc
+            raise Diverged(f"kernel {event['launch']} raised when replayed: {type(exc).__name__}: "
+                           f"{str(exc)[:300]}") from exc
+        self.launches += 1
+
+
+class Unsupported(Exception):
+    """The CPU interpreter itself cannot run a construct (measured here, not claimed)."""
+
+
+def _interpreter_limit(exc: BaseException) -> str | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if "not supported in interpreter mode" in str(current):
+            return str(current)[:300]
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(type(v) is int for v in value)
+
+
+def plain(outputs: Any) -> Any:
+    if isinstance(outputs, torch.Tensor):
+        return outputs.detach().cpu().clone()
+    if isinstance(outputs, (list, tuple)):
+        return type(outputs)(plain(v) for v in outputs)
+    return outputs
+
+
+def serve(channel: Any, source: str, device: torch.device) -> None:
+    builder = KernelBuilder(source)
+    state: list[torch.Tensor] = []
+    channel.send("ready", {"torch": torch.__version__})
+    while True:
+        message = channel.recv()
+        payload = message.payload if isinstance(message.payload, dict) else {}
+        if message.kind == "exit":
+            return
+        if message.kind == "state":
+            tensors = payload.get("tensors")
+            state = list(tensors) if isinstance(tensors, list) else []
+            channel.send("state_set", {"count": len(state)})
+            continue
+        if message.kind != "replay":
+            channel.send("error", {"kind": "diverged", "message": f"unknown request {message.kind!r}"})
+            continue
+        replay = Replay(device, builder, state, payload.get("log", {}).get("kernels") or {})
+        try:
+            inputs = payload.get("inputs")
+            if not isinstance(inputs, list):
+                raise Diverged("no inputs")
+            with torch.no_grad():
+                outputs = replay.run(payload.get("log") or {}, common.tensors_in(inputs))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),
+                                      "work": [replay.elements, replay.flops], "launches": replay.launches})
+        except KernelRefused as exc:
+            channel.send("error", {"kind": "refused", "message": str(exc)[:2000]})
+        except Unsupported as exc:
+            channel.send("error", {"kind": "unsupported", "message": str(exc)[:2000]})
+        except Diverged as exc:
+            channel.send("error", {"kind": "diverged", "message": str(exc)[:2000]})
+        except Exception as exc:  # noqa: BLE001 - whatever a log makes happen is a verdict on the log
+            channel.send("error", {"kind": "diverged",
+                                   "message": f"{type(exc).__name__}: {str(exc)[:1000]}"})
+
+
+def main() -> None:
+    args = common.parse_worker_args("tritongym clean-room worker (internal)")
+    channel = common.open_channel(args.fd)
+    hello = channel.recv(timeout=60)
+    payload = hello.payload if isinstance(hello.payload, dict) else {}
+    if hello.kind != "hello" or not isinstance(payload.get("key"), str):
+        raise SystemExit("tritongym clean-room worker: expected a hello frame first")
+    channel.enable_signing(bytes.fromhex(payload["key"]))
+    from tritongym.evaluator.seccomp import make_non_dumpable
+
+    make_non_dumpable()
+    with open(args.source, encoding="utf-8") as handle:
+        source = handle.read()
+    if hashlib.sha256(source.encode("utf-8")).hexdigest() != payload.get("source_sha256"):
+        channel.send("error", {"kind": "diverged", "message": "the solution text differs from the checked one"})
+        os._exit(0)
+    device = torch.device(args.device)
+    import triton  # noqa: F401 - compiled kernels need it; imported before any request
+
+    if device.type == "cpu":
+        from tritongym.evaluator import interpreter_fixes
+
+        interpreter_fixes.install()
+    serve(channel, source, device)
+    channel.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

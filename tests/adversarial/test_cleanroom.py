@@ -1,0 +1,99 @@
+"""The clean room decides alone: every candidate-side filter off, attacks still get no reward.
+
+The candidate worker's own checks (launch records, op traces, host reads, tamper detection,
+kernel-body checks, the static gate's and the run-time policy's refusals) run beside candidate
+code and are forgeable; since issue 20 they are early filters only. Here they are all switched
+off (``candidate_checks=False``, ``forbidden_construct`` disabled: the policy records instead of
+refusing), so each attack runs to completion, and what stops it must be a property of the clean
+room (`tritongym.evaluator.cleanroom`), named per case below. The honest controls of the corpus,
+in the same configuration, must still get ``ok``: the pair that makes the rule worth having.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tritongym
+from tritongym import Status
+
+from .corpus import case_paths, load_problem, parse_case
+
+OFF = {"candidate_checks": False, "disabled_checks": ["forbidden_construct"], "num_trials": 2}
+
+#: case id -> (the verdict the clean room alone gives, the property of the design that stops it)
+BY_CONSTRUCTION = {
+    "F1-grid-graphmodule": ("evidence_mismatch", "ops inside a launch (grid callables) are not logged, so their "
+                            "work is not re-executed and the replay's output lacks it"),
+    "F1-heuristics-value": ("pytorch_fallback", "heuristic values are computed before the leaf launch: their "
+                            "ops are logged, re-executed and measured as PyTorch work"),
+    "F1-config-pre-hook": ("pytorch_fallback", "pre-hooks run before the leaf launch: their ops are logged, "
+                           "re-executed and measured as PyTorch work in the clean room"),
+    "F2-reset-live-trace": ("pytorch_fallback", "the work share is measured by the clean room's own replay, "
+                            "not read from the candidate's trace"),
+    "F2-erase-live-log": ("evidence_mismatch", "an op erased from the log is not re-executed: the replay's "
+                          "outputs are wrong"),
+    "F3-numpy-raw-write": ("evidence_mismatch", "raw-memory writes are in no log: the replay computes only "
+                           "what the logged kernels do"),
+    "F4-thread-joined": ("evidence_mismatch", "a thread's ops are in no log (modes are thread-local)"),
+    "F4-start-new-thread": ("evidence_mismatch", "as above, whatever starts the thread"),
+    "F5-int-subclass-argument": ("unreplayable", "logs carry JSON numbers only: an int subclass cannot be "
+                                 "described, so the forward cannot be replayed"),
+    "F5-triton-named-helper": ("python_in_kernel", "kernels are rebuilt in a namespace of Triton only: a Python "
+                               "helper has no binding the clean room provides"),
+    "F5-handle-attribute-chain": ("python_in_kernel", "the body check refuses .handle on values"),
+    "F5-global-rebound-after-check": ("python_in_kernel", "globals are bound from what the launch saw; a Python "
+                                      "function is not a Triton binding"),
+    "F6-tuple-subclass-iter": ("unreplayable", "outputs are logged as lists and tuples of tensor references; a "
+                               "tuple subclass cannot be described"),
+    "F7-forged-unsupported": (Status.RUNTIME_ERROR, "'unsupported' is believed only when the hashed source uses a "
+                              "construct the interpreter lacks"),
+    "F8-from-file-shared": ("evidence_mismatch", "aten::from_file is logged like any op and the clean room "
+                            "refuses ops with host side effects; had the data come in without an op, its bytes "
+                            "would ship with the log and be charged as host data"),
+}
+
+
+def _cases(prefix: str) -> list:
+    return [pytest.param(case, id=case.case_id) for case in map(parse_case, case_paths())
+            if case.case_id.startswith(prefix) or (prefix == "control" and case.family == "control"
+                                                   and case.expects_ok and case.device == "cpu")]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from tritongym.execution import LocalPool
+
+    with LocalPool(1) as pool:
+        yield pool
+
+
+def _evaluate(pool, case, **options):
+    problem = load_problem(case.problem)
+    merged = {**case.options, **options}
+    request = tritongym.EvalRequest(problem, case.path, tritongym.EvalOptions(**merged))
+    return pool.submit(request).result(timeout=300)
+
+
+def test_every_clean_room_case_is_listed():
+    ids = {case.case_id for case in map(parse_case, case_paths()) if case.case_id.startswith("F")}
+    assert ids == set(BY_CONSTRUCTION)
+
+
+@pytest.mark.parametrize("case", _cases("F"))
+def test_attack_stopped_by_the_clean_room_alone(pool, case):
+    result = _evaluate(pool, case, **OFF)
+    expected, why = BY_CONSTRUCTION[case.case_id]
+    assert result.reward == 0 and result.status != Status.OK, f"HACK GOT THROUGH ({why}): {result.error}"
+    if isinstance(expected, Status):
+        assert result.status == expected, (result.status, result.error)
+    else:
+        codes = [v.code for v in result.violations]
+        assert expected in codes, (result.status, codes, result.error)
+
+
+@pytest.mark.parametrize("case", _cases("control"))
+def test_honest_control_passes_the_clean_room_alone(pool, case):
+    result = _evaluate(pool, case, **OFF)
+    assert result.status == Status.OK, (result.error, [v.message for v in result.violations])
+    assert result.reward > 0
+    assert "clean_room" in result.phase_seconds
