@@ -323,6 +323,7 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
             errors.append(estimate.error or estimate.forward_error or "")
             continue  # a shape check of the problem's own failed at this scale: try the next
         last, measured = estimate, True
+        errors = []  # only failures below the smallest scale that ran explain a refusal
         if budget.fits(estimate):
             return _record(problem, SizingStatus.SCALED, changes=changes, halvings=halvings,
                            total_bytes=estimate.total_bytes, flops=estimate.flops)
@@ -336,6 +337,9 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
         return fallback
     if not any(is_scalable(s) for s in size_constants(problem.source)):
         reason = "its sizes are not module-level constants that can be scaled"
+    elif measured and last.total_bytes is not None and errors:
+        reason = (f"{_mib(last.total_bytes)} and {(last.flops or 0) / 1e9:.2f} GFLOP per forward at the smallest "
+                  f"scale that runs; smaller ones break its own shape rules ({errors[-1][:160]})")
     elif measured and last.total_bytes is not None:
         reason = (f"still over the CPU budget with its size constants at their floors "
                   f"({_mib(last.total_bytes)}, {(last.flops or 0) / 1e9:.2f} GFLOP per forward)")
