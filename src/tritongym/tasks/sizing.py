@@ -127,7 +127,7 @@ class SizingRecord:
 
     def describe(self) -> str:
         if self.status == SizingStatus.UNCHANGED:
-            return "within the CPU budget at its original size"
+            return self.reason or "within the CPU budget at its original size"
         if self.status == SizingStatus.CANNOT:
             return f"no CPU size: {self.reason}"
         return ", ".join(f"{c.name} {c.original}->{c.scaled}" for c in self.changes)
@@ -312,6 +312,10 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
     previous: tuple[SizeChange, ...] = ()
     errors: list[str] = []
     fallback: SizingRecord | None = None  # the smallest scale that ran, when it is within the hard limits
+    if measured and budget.fits(estimate, hard=True):
+        fallback = _record(problem, SizingStatus.UNCHANGED, total_bytes=estimate.total_bytes, flops=estimate.flops,
+                           reason=f"over the preferred CPU budget at its original size ({_mib(estimate.total_bytes or 0)}, "
+                                  f"{(estimate.flops or 0) / 1e9:.2f} GFLOP per forward): slower than most")
     for halvings in range(1, budget.max_halvings + 1):
         changes = changes_at(problem.source, halvings)
         if not changes or changes == previous:

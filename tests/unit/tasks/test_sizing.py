@@ -185,6 +185,14 @@ def test_a_problem_whose_shape_rules_forbid_small_sizes_says_so():
     assert "smallest scale that runs" in (record.reason or "") and "rows of at least 100000" in record.reason
 
 
+def test_a_problem_that_only_runs_at_its_original_size_keeps_it_when_within_the_hard_limits():
+    # 6 MiB at its original size (over the preferred 4 MiB, within the hard 32); every smaller scale breaks it.
+    exact = ELEMENTWISE.replace("batch_size = 4096\ndim = 393216", "batch_size = 24\ndim = 32768").replace(
+        "return torch.relu(x)", "assert x.shape[1] == 32768, 'rows of exactly 32768'\n        return torch.relu(x)")
+    record = fit_cpu_size(problem(exact))
+    assert record.status == SizingStatus.UNCHANGED and "over the preferred CPU budget" in (record.reason or "")
+
+
 def test_at_size_original_is_identity_and_cpu_lists_refusals():
     problems = [problem(ELEMENTWISE, "relu"), problem(HARDCODED, "hard")]
     assert at_size(problems, "original").problems == problems
@@ -252,6 +260,9 @@ def test_the_shipped_table_covers_kernelbench_and_every_change_keeps_the_rules()
     assert any(flagged.get(apply_record(p, table[p.content_hash]).content_hash) for p in problems[:40])
     for problem in problems:
         record = table[problem.content_hash]
+        if record.status == SizingStatus.UNCHANGED:
+            assert apply_record(problem, record) is problem
+            continue
         if record.status != SizingStatus.SCALED:
             assert record.status == SizingStatus.CANNOT and record.reason, problem.problem_id
             continue
