@@ -422,7 +422,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         from tritongym.env.export import export_parquet, export_sft
         from tritongym.env.store import load_trajectories
     except ImportError as exc:
-        print(f"tritongym report: needs the env extra (from the clone: pip install -e '.[env]'): {exc}", file=sys.stderr)
+        print(f"tritongym report: needs the env extra (from the clone: pip install -e '.[env]'): {exc}",
+              file=sys.stderr)
         return EXIT_USAGE
     try:
         paths = write_report(args.dir, compare_to=args.compare, out=args.out)

@@ -4,7 +4,6 @@ an honest "nothing written", and Ctrl-C. A scripted endpoint on loopback and a f
 from __future__ import annotations
 
 import pytest
-
 from tests.env.chat_server import Reply, ScriptedChatServer
 
 from tritongym import cli

@@ -314,7 +314,8 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
     fallback: SizingRecord | None = None  # the smallest scale that ran, when it is within the hard limits
     if measured and budget.fits(estimate, hard=True):
         fallback = _record(problem, SizingStatus.UNCHANGED, total_bytes=estimate.total_bytes, flops=estimate.flops,
-                           reason=f"over the preferred CPU budget at its original size ({_mib(estimate.total_bytes or 0)}, "
+                           reason=f"over the preferred CPU budget at its original size "
+                                  f"({_mib(estimate.total_bytes or 0)}, "
                                   f"{(estimate.flops or 0) / 1e9:.2f} GFLOP per forward): slower than most")
     for halvings in range(1, budget.max_halvings + 1):
         changes = changes_at(problem.source, halvings)

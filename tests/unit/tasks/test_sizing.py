@@ -168,7 +168,8 @@ def test_fit_skips_scales_at_which_the_problem_own_shape_checks_fail():
 
 def test_fit_accepts_a_heavy_problem_at_its_floors_within_the_hard_limits():
     # 8 MiB of weights the module constants cannot shrink: over the preferred 4 MiB, under the hard 32.
-    heavy = ELEMENTWISE.replace("super().__init__()", "super().__init__()\n        self.w = nn.Parameter(torch.ones(2048, 1024))")
+    heavy = ELEMENTWISE.replace("super().__init__()",
+                                "super().__init__()\n        self.w = nn.Parameter(torch.ones(2048, 1024))")
     heavy = heavy.replace("return torch.relu(x)", "return torch.relu(x) + self.w.sum()")
     record = fit_cpu_size(problem(heavy))
     assert record.status == SizingStatus.SCALED and "over the preferred CPU budget" in (record.reason or "")

@@ -6,8 +6,8 @@ import math
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
 import torch
