@@ -267,14 +267,18 @@ class _Evaluation:
             carried = cleanroom.host_origin(logs, position, same_configs=[
                 i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
                 else None)
-            if carried.elements > checks.HOST_READ_BUDGET:
+            if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
+                    carried.elements - carried.external_elements <= checks.HOST_READ_BUDGET):
+                record.poison = carried.external  # decided by a poisoned replay below
+            elif carried.elements > checks.HOST_READ_BUDGET:
                 self.add_violation(Violation(
                     ViolationCode.HOST_COMPUTE,
                     f"trial {record.index}: the forward's launches and ops carry {carried.elements} values computed "
                     f"on the host from this trial's inputs (budget {checks.HOST_READ_BUDGET}): "
                     f"{'; '.join(carried.examples)}. Compute on the device, in the solution's kernels"))
                 return
-        chosen = cleanroom.choose_replays(self.records)
+        chosen = sorted(set(cleanroom.choose_replays(self.records))
+                        | {i for i, record in enumerate(self.records) if record.poison})
         room = start_room()
         phase = "start"
         try:
@@ -293,6 +297,8 @@ class _Evaluation:
                 payload = self._expect_room(reply, "replayed")
                 if not self._judge_replay(record, payload):
                     return
+                if record.poison and not self._dead_content(room, record, payload):
+                    return
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
                                   f"the {self.options.timeout:g} s budget ({phase})") from exc
@@ -307,6 +313,23 @@ class _Evaluation:
                 pass
             room.process.release()
             room.channel.close()
+
+    def _dead_content(self, room: WorkerHandle, record: cleanroom.TrialRecord, replayed: dict[str, Any]) -> bool:
+        """Buffers kept from an earlier call (a cached workspace) differ between trials like host
+        data would; they are host data only if their bytes reach the outputs. Replayed with those
+        bytes poisoned, the outputs must not change."""
+        reply = room.request("replay", {"inputs": record.inputs, "log": record.log, "poison": record.poison})
+        if reply.kind == "replayed" and isinstance(reply.payload, dict):
+            same = compare_outputs(replayed.get("outputs"), reply.payload.get("outputs"), self.options.tolerance_for)
+            if same.passed:
+                return True
+        self.add_violation(Violation(
+            ViolationCode.HOST_COMPUTE,
+            f"trial {record.index}: tensors of unknown origin (made on the host, or kept from an earlier call) "
+            "carry data that differs between trials and reaches the outputs: replayed with their bytes "
+            "replaced, the outputs change. Compute from this call's inputs on the device, in the solution's "
+            "kernels"))
+        return False
 
     def _expect_room(self, message: Message, kind: str) -> dict[str, Any]:
         if message.kind == "error" and isinstance(message.payload, dict):
