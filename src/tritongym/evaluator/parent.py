@@ -539,6 +539,7 @@ class _Evaluation:
             sandbox=self.sandbox,
             problem_id=self.problem.problem_id,
             problem_hash=self.problem.content_hash,
+            problem_size=self.problem.size,
             solution_hash=normalized_source_hash(self.solution_source),
             duration_s=round(time.monotonic() - started, 3),
             candidate_log=candidate.log_tail() if candidate is not None else "",
