@@ -276,7 +276,8 @@ def tl_dtype(name: Any) -> Any:
     raise KernelRefused(f"unknown Triton dtype {name!r}")
 
 
-#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode").
+#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode");
+#: `interpreter_fixes.removed_constructs` adds those the installed Triton removed (block pointers).
 INTERPRETER_GAPS = frozenset({"inline_asm_elementwise", "extern_elementwise"})
 
 
@@ -287,7 +288,9 @@ def interpreter_gaps(source: str) -> list[str]:
     A candidate's claim that the interpreter could not run its kernel is believed only when its
     own text uses one of these; otherwise the claim is an exception text the candidate wrote.
     """
-    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY
+    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY, removed_constructs
+
+    gaps = INTERPRETER_GAPS | removed_constructs()
 
     try:
         tree = ast.parse(source)
@@ -299,7 +302,7 @@ def interpreter_gaps(source: str) -> list[str]:
             name = node.func.attr
             owner = node.func.value
             owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if name in INTERPRETER_GAPS:
+            if name in gaps:
                 found.append(name)
             elif "libdevice" in owner_name and name not in UNARY and name not in BINARY:
                 found.append(f"libdevice.{name}")
