@@ -36,6 +36,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from tritongym import pyparse
 from tritongym.evaluator.launchlog import KERNEL_MODULES
 
 #: Builtins a kernel body may call or name (constexpr arithmetic and loops).
@@ -73,7 +74,7 @@ def value_attributes() -> frozenset[str]:
 
 def find_function(source: str, name: str, line: int) -> ast.FunctionDef:
     """The module-level or nested ``def name`` whose first line (decorators included) is `line`."""
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == name:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
@@ -293,7 +294,7 @@ def interpreter_gaps(source: str) -> list[str]:
     gaps = INTERPRETER_GAPS | removed_constructs()
 
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError:
         return []
     found = []

@@ -48,6 +48,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from tritongym import pyparse
 from tritongym.tasks.problem import defined_names
 
 #: Modules no kernel solution needs; importing one is a violation.
@@ -292,7 +293,7 @@ class _Scanner(ast.NodeVisitor):
 def inspect_source(source: str) -> StaticReport:
     """Parse `source` and report what it defines and which forbidden constructs it uses."""
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}", uses_triton=False)

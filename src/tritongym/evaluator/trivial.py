@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tritongym import pyparse
 from tritongym.evaluator.compare import Comparison
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.result import Violation, ViolationCode
@@ -210,7 +211,7 @@ def precision_hint(source: str | None) -> str:
     """
     advice = []
     try:
-        tree = ast.parse(source) if source else None
+        tree = pyparse.parse(source) if source else None
     except (SyntaxError, ValueError):
         tree = None
     if tree is not None and _calls_dot_without_ieee(tree):

@@ -73,6 +73,7 @@ REBIND_ROOT = "/.tritongym-python"
 ROLES = {
     "candidate": "tritongym.evaluator.candidate_worker",
     "reference": "tritongym.evaluator.reference_worker",
+    "cleanroom": "tritongym.evaluator.cleanroom_worker",
 }
 
 
@@ -319,6 +320,11 @@ class ForkServerLauncher:
             return None
         self.cgroup.set_limits(max_pids + SERVER_PROCESSES, memory_bytes + SERVER_MEMORY_HEADROOM)
         return None  # the slot's cgroup already holds the server and its children
+
+    @property
+    def starts_clean_rooms(self) -> bool:
+        """Whether `evaluator.parent` may fork the evaluation's clean room here (a candidate slot's server)."""
+        return "cleanroom" in self.roles and not self.trusted
 
     def start(self, module: str, source_path: str, **kwargs: Any) -> ForkedWorker:
         role = self.modules.get(module)

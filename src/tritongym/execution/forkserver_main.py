@@ -54,7 +54,7 @@ from types import ModuleType
 import torch
 import triton  # noqa: F401
 
-from tritongym.evaluator import candidate_worker, reference_worker, seccomp
+from tritongym.evaluator import candidate_worker, cleanroom_worker, reference_worker, seccomp
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -63,6 +63,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 WORKERS: dict[str, ModuleType] = {
     "candidate": candidate_worker,
     "reference": reference_worker,
+    # The clean room (issue 20): forked by a candidate slot's server for the evaluation it runs;
+    # it never imports the candidate, and the server never ran candidate code either.
+    "cleanroom": cleanroom_worker,
 }
 #: Roles a ``--trusted`` (unjailed) server may run: problem code from this machine only.
 TRUSTED_ROLES = frozenset({"reference"})

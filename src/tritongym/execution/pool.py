@@ -134,7 +134,7 @@ class _Slot:
             if problem is not None and self.pool.launcher_kind == "forkserver":
                 raise EvaluatorError(f"the fork server cannot run here: {problem}")
             launcher = _TrackedSpawn() if problem is not None else ForkServerLauncher(
-                device=device, slot=self.index, threads=self.pool.threads)
+                device=device, slot=self.index, threads=self.pool.threads, roles=("candidate", "cleanroom"))
         self.launchers[key] = launcher
         return launcher
 

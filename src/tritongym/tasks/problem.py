@@ -15,6 +15,7 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
+from tritongym import pyparse
 from tritongym.errors import ProblemError
 
 #: Names a KernelBench-format problem must define at module level.
@@ -101,7 +102,7 @@ class Problem:
         if not isinstance(self.source, str) or not self.source.strip():
             raise ProblemError(f"problem {self.problem_id!r}: the source is empty")
         try:
-            tree = ast.parse(self.source)
+            tree = pyparse.parse(self.source)
         except SyntaxError as exc:
             raise ProblemError(
                 f"problem {self.problem_id!r} ({self.origin or 'inline'}): not valid Python: "

@@ -45,6 +45,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tritongym import pyparse
 from tritongym.errors import OptionsError, ProblemError
 from tritongym.tasks.problem import SIZE_MARKER, Problem
 
@@ -192,7 +193,7 @@ def _slots_of(name: str, value: ast.expr) -> list[_Slot]:
 def size_constants(source: str) -> list[_Slot]:
     """Every module-level integer constant (name, value, position); names are unique (``x#2``)."""
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError as exc:
         raise ProblemError(f"not valid Python: {exc.msg} at line {exc.lineno}") from exc
     slots: list[_Slot] = []
