@@ -14,7 +14,7 @@
 # (tests/integrations/test_verl_recipe.py composes this exact list onto verl's ppo_trainer config and
 # builds its dataclasses); the training run itself needs a GPU cluster.
 #
-#   pip install 'tritongym[verl]' vllm==<verl's pin>      # on every node (the plug-in loads on `import verl`)
+#   pip install -e '.[verl]' vllm==<verl's pin>      # on every node (the plug-in loads on `import verl`)
 #   python examples/verl/make_dataset.py --problems <set> --out $DATA_DIR
 #   MODEL_PATH=/ckpt/cold-start-sft TRITONGYM_EVAL_URL=http://evalhost:8000 bash examples/verl/run_drkernel.sh
 #

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 import torch  # noqa: E402
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 from tritongym.env.core import VOID_REASON  # noqa: E402
 from tritongym.env.export import turn_rows  # noqa: E402

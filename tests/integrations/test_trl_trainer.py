@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 import torch  # noqa: E402
 from transformers import TrainerControl, TrainerState, TrainingArguments  # noqa: E402

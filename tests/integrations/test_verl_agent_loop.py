@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from verl import DataProto  # noqa: E402

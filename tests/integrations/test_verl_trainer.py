@@ -15,8 +15,8 @@ import os
 import pytest
 import torch
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
-pytest.importorskip("transfer_queue", reason="TransferQueue is not installed (part of tritongym[verl])")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
+pytest.importorskip("transfer_queue", reason="TransferQueue is not installed (part of the verl extra)")
 
 import ray  # noqa: E402
 import transfer_queue as tq  # noqa: E402

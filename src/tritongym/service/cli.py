@@ -91,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         from tritongym.service.app import create_app
     except ImportError as exc:
-        print(f"tritongym serve: needs the service extra (pip install 'tritongym[service]'): {exc}", file=sys.stderr)
+        print(f"tritongym serve: needs the service extra (pip install -e '.[service]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     app = create_app(config)
     print(f"tritongym serve: http://{args.host}:{args.port} (db {config.db_path}, events {config.event_log})",
@@ -104,7 +104,7 @@ def _client(args: argparse.Namespace) -> Any:
     try:
         from tritongym.service.client import Client
     except ImportError as exc:  # httpx
-        raise SystemExit(f"--server needs httpx (pip install 'tritongym[service]'): {exc}") from None
+        raise SystemExit(f"--server needs httpx (pip install -e '.[service]'): {exc}") from None
     return Client(args.server)
 
 
