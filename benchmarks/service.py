@@ -15,7 +15,13 @@ the service's own cost dominates, the worst case for its overhead) plus ``--real
 Triton solutions of the built-in suite (seconds each on a CPU). Printed as Markdown and one
 JSON line.
 
-Usage: ``python benchmarks/service.py [--workers 2] [--cheap 400] [--real 4] [--latency-samples 60] [--rounds 3]``
+With ``--client-problems`` each throughput round also sends the same batch with every problem
+made a client's (its source plus one assignment, so it is no longer byte-for-byte a built-in):
+the service then runs those references jailed (docs/service.md, "Security model"), and
+``jailed_vs_trusted`` is the median over rounds of that side's evaluations/s ÷ the built-in side's.
+
+Usage: ``python benchmarks/service.py [--workers 2] [--cheap 400] [--real 4] [--latency-samples 60] [--rounds 3]
+[--client-problems]``
 """
 
 from __future__ import annotations
@@ -57,6 +63,23 @@ def _batch(cheap: int, real: int):
     return requests
 
 
+def _as_client_problems(requests):
+    """The same requests with each problem's source changed by one assignment: not a built-in any
+    more, so the service treats it as client code (jailed reference)."""
+    from dataclasses import replace
+
+    from tritongym.tasks import Problem
+
+    out, made = [], {}
+    for request in requests:
+        problem = request.problem
+        if problem.content_hash not in made:
+            made[problem.content_hash] = Problem.from_source(problem.source + "\n_SENT_BY_A_CLIENT = True\n",
+                                                             name=problem.name, problem_id=problem.problem_id)
+        out.append(replace(request, problem=made[problem.content_hash]))
+    return out
+
+
 def _start_server(workers: int, db: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     process = subprocess.Popen([sys.executable, "-m", "tritongym.cli", "serve", "--port", str(port), "--db", str(db),
@@ -82,12 +105,15 @@ def main() -> None:
     parser.add_argument("--real", type=int, default=4, help="honest Triton solutions in the batch (built-in suite)")
     parser.add_argument("--latency-samples", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3, help="batch rounds per side (alternating order)")
+    parser.add_argument("--client-problems", action="store_true",
+                        help="also time the batch with client problems (jailed references) through the service")
     args = parser.parse_args()
 
     from tritongym.execution import LocalPool, evaluate_many
     from tritongym.service.client import Client
 
     requests = _batch(args.cheap, args.real)
+    client_requests = _as_client_problems(requests) if args.client_problems else None
     latency_request = requests[0]
     with tempfile.TemporaryDirectory() as tmp:
         process, url = _start_server(args.workers, Path(tmp) / "bench.db")
@@ -99,22 +125,33 @@ def main() -> None:
                 # Warm both sides the same way: fork servers, reference workers, imports.
                 evaluate_many(requests[:args.workers * 2] + requests[args.cheap:], pool=pool)
                 list(client.evaluate_many(requests[:args.workers * 2] + requests[args.cheap:]))
+                if client_requests is not None:
+                    list(client.evaluate_many(client_requests[:args.workers * 2] + client_requests[args.cheap:]))
 
                 # Rounds alternate which side goes first, so load drifting on a shared machine
                 # does not favour one; the ratio is the median of the rounds' ratios.
-                local_times, service_times = [], []
+                local_times, service_times, jailed_times = [], [], []
                 for round_index in range(args.rounds):
-                    sides = ["local", "service"] if round_index % 2 == 0 else ["service", "local"]
+                    sides = ["local", "service"] + (["jailed"] if client_requests is not None else [])
+                    if round_index % 2:
+                        sides.reverse()
                     for side in sides:
                         started = time.perf_counter()
                         if side == "local":
                             local = evaluate_many(requests, pool=pool)
                             local_times.append(time.perf_counter() - started)
-                        else:
+                        elif side == "service":
                             remote = dict(client.evaluate_many(requests))
                             service_times.append(time.perf_counter() - started)
-                    assert [str(r.status) for r in local] == [str(remote[i].status) for i in range(len(requests))], \
+                        else:
+                            jailed = dict(client.evaluate_many(client_requests))
+                            jailed_times.append(time.perf_counter() - started)
+                    verdicts = [str(r.status) for r in local]
+                    assert verdicts == [str(remote[i].status) for i in range(len(requests))], \
                         "the service and the pool disagree on a verdict"
+                    if client_requests is not None:
+                        assert verdicts == [str(jailed[i].status) for i in range(len(requests))], \
+                            "jailed and trusted references disagree on a verdict"
                 local_s = statistics.median(local_times)
                 service_s = statistics.median(service_times)
                 ratio = statistics.median(lt / st for lt, st in zip(local_times, service_times, strict=True))
@@ -144,12 +181,19 @@ def main() -> None:
         "service_latency_ms_median": 1000 * statistics.median(service_lat),
         "added_latency_ms_median": 1000 * (statistics.median(service_lat) - statistics.median(local_lat)),
     }
+    if jailed_times:
+        row["service_jailed_eval_per_s"] = n / statistics.median(jailed_times)
+        row["jailed_vs_trusted"] = statistics.median(
+            st / jt for st, jt in zip(service_times, jailed_times, strict=True))
     print(f"| batch | workers | in-process eval/s | service eval/s | ratio | latency in-process (ms) | "
           f"latency service (ms) | added (ms) |\n|---|---|---|---|---|---|---|---|\n"
           f"| {n} ({args.cheap} static-gate + {args.real} Triton) | {args.workers} | "
           f"{row['in_process_eval_per_s']:.1f} | {row['service_eval_per_s']:.1f} | {row['throughput_ratio']:.2f} | "
           f"{row['in_process_latency_ms_median']:.1f} | {row['service_latency_ms_median']:.1f} | "
           f"{row['added_latency_ms_median']:.1f} |")
+    if jailed_times:
+        print(f"\nclient problems (jailed references) through the service: {row['service_jailed_eval_per_s']:.2f} "
+              f"eval/s; jailed ÷ built-in (trusted), median over rounds: {row['jailed_vs_trusted']:.2f}")
     print(json.dumps(row))
 
 

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Dr.Kernel-style multi-turn RL for Triton kernels with verl 0.9.1 + tritongym: TRLOO advantages, MRS
-# mismatch rejection and PRS per turn before the advantages (the `tritongym` trainer mode), PR
-# (profiling-based reward), group filtering on last-turn rewards (verl's own), 3 turns, the paper's
-# hyper-parameters.
+# Dr.Kernel-style multi-turn RL for Triton kernels with verl 0.9.1 + tritongym: TRLOO advantages,
+# meaningful-turn masking, MRS mismatch rejection and PRS per turn before the advantages (the
+# `tritongym` trainer mode; rejected turns keep their rewards in their peers' baselines, as released),
+# PR (profiling-based reward), group filtering on last-turn rewards (verl's own), 3 turns, the
+# paper's hyper-parameters. Where this differs from the released KernelGYM recipe: docs/training.md.
+#
+# Loss scale: KernelGYM sums each turn row's token losses and divides by 1000 x the nominal turn
+# rows of the batch (16 prompts x 16 samples x 3 turns); verl's seq-mean-token-sum-norm divides by
+# loss_scale_factor x the nominal trajectories (16 x 16), so 1000 x 3 turns = 3000 gives the same
+# gradient (tests/integrations/test_verl_losses.py). Change it with max_turns.
 #
 # UNVERIFIED: never run on GPUs here. Every key below exists in verl 0.9.1's config schema
 # (tests/integrations/test_verl_recipe.py composes this exact list onto verl's ppo_trainer config and
 # builds its dataclasses); the training run itself needs a GPU cluster.
 #
-#   pip install 'tritongym[verl]' vllm==<verl's pin>      # on every node (the plug-in loads on `import verl`)
+#   pip install -e '.[verl]' vllm==<verl's pin>      # on every node (the plug-in loads on `import verl`)
 #   python examples/verl/make_dataset.py --problems <set> --out $DATA_DIR
 #   MODEL_PATH=/ckpt/cold-start-sft TRITONGYM_EVAL_URL=http://evalhost:8000 bash examples/verl/run_drkernel.sh
 #
@@ -46,7 +52,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.clip_ratio_high=0.28 \
     actor_rollout_ref.actor.clip_ratio_c=3.0 \
     actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm \
-    actor_rollout_ref.actor.loss_scale_factor=1000 \
+    actor_rollout_ref.actor.loss_scale_factor=3000 \
     actor_rollout_ref.actor.policy_loss.loss_mode=tritongym_ppo \
     actor_rollout_ref.actor.use_kl_loss=False \
     actor_rollout_ref.actor.entropy_coeff=0 \
@@ -70,6 +76,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.agent.default_agent_loop=tritongym_kernel \
     actor_rollout_ref.rollout.agent.agent_loop_config_path=$HERE/agent_loops.yaml \
     trainer.v1.trainer_mode=tritongym \
+    +tritongym.meaningful_turns.enable=True \
     +tritongym.mrs.enable=True \
     +tritongym.mrs.lower=0.999 \
     +tritongym.mrs.upper=1.001 \

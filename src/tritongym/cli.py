@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 EXIT_OK = 0
@@ -43,8 +44,10 @@ def _add_eval_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                        help="wall-clock budget of the candidate; it is killed with its descendants on expiry "
                             "(default: %(default)s)")
-    group.add_argument("--trials", type=int, default=5, help="correctness trials on fresh secret inputs "
-                                                             "(default: %(default)s)")
+    group.add_argument("--trials", type=int, default=5,
+                       help="correctness trials on fresh secret draws of the task's own get_inputs(); the "
+                            "perturbed input families (docs/integrity.md) add one trial each on top, so a "
+                            "result lists more trials than this, each with its family (default: %(default)s)")
     group.add_argument("--tolerance", choices=("kernelbench", "strict"), default="kernelbench",
                        help="tolerance preset: kernelbench = atol=rtol=1e-2 (v0.1/KernelGYM); strict = 1e-4 "
                             "for float32, 1e-2 for half precision (default: %(default)s)")
@@ -63,6 +66,52 @@ def _add_eval_options(parser: argparse.ArgumentParser) -> None:
                             "to test the OS sandbox alone); codes are listed in docs/integrity.md")
 
 
+def _add_size_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", choices=("original", "cpu"), default=None,
+                        help="problem size: KernelBench's original sizes, or the CPU-size variant (the same code "
+                             "with its size constants scaled down so the reference runs in seconds; see "
+                             "docs/kernelbench-cpu.md). Default: cpu when the evaluation runs on a CPU, "
+                             "original on a GPU")
+
+
+def _resolve_size(args: argparse.Namespace, command: str) -> str:
+    """The --size to use: as given, else cpu when the evaluation runs on a CPU (with a notice)."""
+    if args.size:
+        return args.size
+    device = getattr(args, "device", "cpu")
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        return "original"
+    args.size_notice = True  # printed by _sized when a problem is in fact scaled
+    return "cpu"
+
+
+def _sized(problems: list, size: str, command: str, *, memory_limit_gb: float, timeout: float,
+           device: str, notice: bool = False) -> tuple[list, list[tuple[str, str]]]:
+    """`problems` at `size`, and (problem id, reason) for those refused: no CPU size, or (on a CPU) a
+    pre-flight estimate over the memory limit or the timeout."""
+    from tritongym.tasks.sizing import at_size
+
+    sized = at_size(problems, size)
+    refused = [(p.problem_id, reason) for p, reason in sized.refused]
+    kept = sized.problems
+    scaled = sum(p.size == "cpu" for p in kept)
+    if notice and (scaled or refused):
+        print(f"tritongym {command}: no GPU in use, so problems run at CPU size (--size cpu; {scaled} of "
+              f"{len(problems)} scaled down, each result says problem_size: cpu); --size original for the "
+              "published sizes", file=sys.stderr)
+    if not str(device).startswith("cuda") and kept:
+        from tritongym.tasks.preflight import preflight
+
+        checks = preflight(kept, memory_limit_gb=memory_limit_gb, timeout=timeout, size=size)
+        refused += [(p.problem_id, checks[p.problem_id].refusal) for p in kept if checks[p.problem_id].refusal]
+        kept = [p for p in kept if not checks[p.problem_id].refusal]
+    return kept, refused
+
+
 def _options_from(args: argparse.Namespace):
     from tritongym.evaluator import EvalOptions
 
@@ -79,12 +128,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         return cmd_eval_remote(args)
     from tritongym.evaluator import evaluate
+    from tritongym.tasks import find_problem
 
-    for label, path in (("problem", args.problem), ("solution", args.solution)):
-        if not Path(path).is_file():
-            print(f"tritongym eval: {label} file not found: {path}", file=sys.stderr)
-            return EXIT_USAGE
-    result = evaluate(args.problem, Path(args.solution), _options_from(args))
+    if not Path(args.solution).is_file():
+        print(f"tritongym eval: solution file not found: {args.solution}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.id:  # --problem SOURCE --id ID
+        problem = find_problem(args.id, args.problem)
+    else:
+        problem = find_problem(args.problem, args.problems)
+    size = _resolve_size(args, "eval")
+    kept, refused = _sized([problem], size, "eval", memory_limit_gb=args.memory_limit_gb, timeout=args.timeout,
+                           device=args.device, notice=getattr(args, "size_notice", False))
+    if refused:
+        print(f"tritongym eval: not evaluated: {refused[0][1]}", file=sys.stderr)
+        return EXIT_USAGE
+    result = evaluate(kept[0], Path(args.solution), _options_from(args))
     print(result.to_json() if args.json else result.summary())
     return EXIT_OK
 
@@ -94,27 +153,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tritongym.service.cli import cmd_run_remote
 
         return cmd_run_remote(args)
+    from tritongym.bench.solutions import pair_solutions
     from tritongym.evaluator.result import printable
-    from tritongym.tasks import load_problems
+    from tritongym.tasks import load_problems, select_problems
 
-    problems = load_problems(args.problems, levels=args.level)
+    problems = select_problems(load_problems(args.problems, levels=args.level), args.only, args.problems)
     solutions = Path(args.solutions)
     if not solutions.is_dir():
         print(f"tritongym run: solutions folder not found: {solutions}", file=sys.stderr)
         return EXIT_USAGE
-    options = _options_from(args)
-    paired = []
-    for problem in problems:
-        candidates = [solutions / f"{problem.name}.py"]
-        if problem.level is not None:
-            candidates.insert(0, solutions / f"level{problem.level}" / f"{problem.name}.py")
-        found = next((c for c in candidates if c.is_file()), None)
-        paired.append((problem, found))
-    missing = [p.problem_id for p, s in paired if s is None]
-    if len(missing) == len(paired):
-        print(f"tritongym run: no solution in {solutions} matches any problem "
-              "(expected files named like the problems, e.g. 03_gelu.py)", file=sys.stderr)
+    if args.workers is not None and args.workers < 1:
+        print(f"tritongym run: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return EXIT_USAGE
+    options = _options_from(args)
+    paired, missing = pair_solutions(problems, solutions)
+    if not paired:
+        print(f"tritongym run: no solution in {solutions} matches any of the {len(problems)} problems "
+              "(expected files named like the problems, e.g. 19_ReLU.py or level1/19_ReLU.py, or KernelBench's "
+              "level_1_problem_19_sample_0_kernel.py)", file=sys.stderr)
+        return EXIT_USAGE
+    size = _resolve_size(args, "run")
+    kept, refused = _sized(list({job.problem.problem_id: job.problem for job in paired}.values()), size, "run",
+                           memory_limit_gb=args.memory_limit_gb, timeout=args.timeout, device=args.device,
+                           notice=getattr(args, "size_notice", False))
+    by_id = {p.problem_id: p for p in kept}
+    jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in paired if job.problem.problem_id in by_id]
     from concurrent.futures import as_completed
 
     from tritongym.execution import EvalRequest, LocalPool, default_workers
@@ -125,48 +188,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     rewards = []
     sandboxes: set[str] = set()
-    jobs = [(problem, solution) for problem, solution in paired if solution is not None]
+    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115 - closed below
+
+    def record(line: dict) -> None:
+        if out is not None:
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+        if args.json:
+            print(json.dumps(line), flush=True)
+
+    for problem_id, reason in refused:
+        counts["refused"] = counts.get("refused", 0) + 1
+        record({"problem": problem_id, "refused": reason, "problem_size": size})
     if not args.json:
-        print(f"{'problem':40s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
-        for problem, solution in paired:
-            if solution is None:
-                print(f"{problem.problem_id:40s} {'(no solution)':20s}")
+        print(f"{'problem':60s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
+        for problem_id, reason in refused:
+            print(f"{problem_id:60s} {'(refused)':20s}\n    {reason}")
     bar = _progress_bar(len(jobs), args.progress)
     write = bar.write if bar is not None else print
     workers = args.workers or default_workers(options.device)
-    # This process only evaluates: its comparisons get the same share of the cores as each slot.
-    with LocalPool(workers, device=options.device, parent_threads=max(1, _cores() // workers)) as pool:
-        futures = {pool.submit(EvalRequest(problem, solution, options)): (problem, solution)
-                   for problem, solution in jobs}
-        # Results are printed as each finishes (with --json: one line each, flushed at once).
-        for future in as_completed(futures):
-            problem, solution = futures[future]
-            if bar is not None:
-                bar.update(1)
-            try:
-                result = future.result()
-            except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest of the batch
-                counts["error"] = counts.get("error", 0) + 1
-                reason = printable(f"{type(exc).__name__}: {exc}")[:300]
-                if args.json:
-                    print(json.dumps({"problem": problem.problem_id, "solution": str(solution), "error": reason}),
-                          flush=True)
-                else:
-                    write(f"{problem.problem_id:40s} {'(evaluator error)':20s}\n    {reason}")
-                continue
-            counts[str(result.status)] = counts.get(str(result.status), 0) + 1
-            rewards.append(result.reward)
-            sandboxes.add(result.sandbox)
-            if args.json:
-                print(json.dumps({"problem": problem.problem_id, "solution": str(solution), **result.to_dict()}),
-                      flush=True)
-            else:
-                passed = sum(t.passed for t in result.trials)
-                write(f"{problem.problem_id:40s} {str(result.status):20s} {result.reward:7.3f} "
-                      f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
-                if result.error and not result.correct:
-                    write("    " + printable(result.error.strip().splitlines()[-1])[:150])
-        stats = pool.stats()
+    try:
+        if jobs:
+            # This process only evaluates: its comparisons get the same share of the cores as each slot.
+            with LocalPool(workers, device=options.device, parent_threads=max(1, _cores() // workers)) as pool:
+                futures = {pool.submit(EvalRequest(job.problem, job.solution, options)): job for job in jobs}
+                # Results are printed as each finishes (with --json: one line each, flushed at once).
+                for future in as_completed(futures):
+                    job = futures[future]
+                    if bar is not None:
+                        bar.update(1)
+                    head = {"problem": job.problem.problem_id, "name": job.problem.name, "sample": job.sample,
+                            "solution": str(job.solution)}
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest
+                        counts["error"] = counts.get("error", 0) + 1
+                        reason = printable(f"{type(exc).__name__}: {exc}")[:300]
+                        record({**head, "error": reason})
+                        if not args.json:
+                            write(f"{job.shown[:60]:60s} {'(evaluator error)':20s}\n    {reason}")
+                        continue
+                    counts[str(result.status)] = counts.get(str(result.status), 0) + 1
+                    rewards.append(result.reward)
+                    sandboxes.add(result.sandbox)
+                    record({**head, **result.to_dict()})
+                    if not args.json:
+                        passed = sum(t.passed for t in result.trials)
+                        write(f"{job.shown[:60]:60s} {str(result.status):20s} {result.reward:7.3f} "
+                              f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
+                        if result.error and not result.correct:
+                            write("    " + _first_line(printable(result.error.strip().splitlines()[-1])))
+                stats = pool.stats()
+        else:
+            stats = None
+    finally:
+        if out is not None:
+            out.close()
     if bar is not None:
         bar.close()
     if not args.json:
@@ -175,12 +252,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         mean = sum(rewards) / len(rewards) if rewards else 0.0
         mode = "/".join(sorted(sandboxes - {"not started"})) or "none needed (every verdict was static)"
         warning = "  UNSANDBOXED: candidates could reach this machine" if "none" in sandboxes else ""
-        print(f"\n{total} evaluated: {summary}; mean reward {mean:.3f}; "
+        scaled = sum(job.problem.size == "cpu" for job in jobs)
+        sized = f" ({scaled} at CPU size)" if scaled else ""
+        print(f"\n{total} evaluated{sized}: {summary}; mean reward {mean:.3f}; "
               f"{time.monotonic() - started:.0f} s")
-        print(f"sandbox: {mode}; {stats.slots} worker(s), candidates started by {stats.launcher}{warning}")
+        if stats is not None:
+            print(f"sandbox: {mode}; {stats.slots} worker(s), candidates started by {stats.launcher}{warning}")
         if missing:
-            print(f"{len(missing)} problem(s) had no solution file: {', '.join(missing[:10])}")
+            shown = ", ".join(p.name for p in missing[:5])
+            print(f"{len(missing)} of {len(problems)} problem(s) had no solution file (e.g. {shown}); "
+                  "--only NAME narrows the set")
+        if args.out:
+            print(f"results written to {args.out} (one JSON object per line)")
     return EXIT_OK
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+    """One readable line of an error: cut at a word boundary with an ellipsis, never mid-word."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -192,7 +284,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(json.dumps({"problem_id": problem.problem_id, "name": problem.name, "level": problem.level,
                               "content_hash": problem.content_hash, "origin": problem.origin}))
         else:
-            print(f"{problem.problem_id:40s} {problem.content_hash[:12]}  {problem.origin}")
+            print(f"{problem.problem_id:28s} {problem.name:44s} {problem.content_hash[:12]}  {problem.origin}")
     if not args.json:
         print(f"{len(problems)} problems")
     return EXIT_OK
@@ -203,11 +295,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from tritongym.tasks import load_problems
 
     problems = load_problems(args.problems, levels=args.level)
-    budgets = {"device": args.device, "memory budget": f"{args.memory_budget_gb:g} GiB",
+    if args.workers < 1:
+        print(f"tritongym audit: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return EXIT_USAGE
+    size = args.size or ("cpu" if args.device == "cpu" else "original")
+    skipped: list[tuple[str, str]] = []
+    if size == "cpu":
+        from tritongym.tasks.sizing import at_size
+
+        sized = at_size(problems, "cpu")
+        problems, skipped = sized.problems, [(p.problem_id, reason) for p, reason in sized.refused]
+        print(f"audit: {len(problems)} problems at CPU size (--size cpu; --size original for the published "
+              f"sizes), {len(skipped)} without one", file=sys.stderr)
+    budgets = {"device": args.device, "size": size, "memory budget": f"{args.memory_budget_gb:g} GiB",
                "time budget": f"{args.time_budget_s:g} s (first trial)", "input seeds": args.input_seeds,
                "weight seeds": args.weight_seeds, "tolerance": f"atol={args.atol:g}, rtol={args.rtol:g}"}
     command = " ".join(["tritongym audit", f"--problems {args.problems}",
                         *(f"--level {n}" for n in args.level or []), f"--device {args.device}",
+                        f"--size {size}",
                         f"--memory-budget-gb {args.memory_budget_gb:g}",
                         f"--time-budget-s {args.time_budget_s:g}"])
     context = audit.run_context([command], **budgets)  # before the run: the commit that ran
@@ -215,7 +320,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     audits = audit.audit_problems(problems, on_audit=on_audit, device=args.device,
                                   input_seeds=args.input_seeds, weight_seeds=args.weight_seeds,
                                   tolerance=(args.atol, args.rtol), memory_budget_gb=args.memory_budget_gb,
-                                  time_budget_s=args.time_budget_s)
+                                  time_budget_s=args.time_budget_s, workers=args.workers)
     if args.flags_json:
         audit.write_flags_json(audits, args.flags_json)
     if args.markdown:
@@ -229,6 +334,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         counts = {status.value: sum(a.status == status for a in audits) for status in audit.AuditStatus}
         print(f"\n{len(audits)} problems: {counts['audited']} audited ({sum(a.flagged for a in audits)} "
               f"flagged), {counts['skipped']} skipped, {counts['failed']} failed")
+        for problem_id, reason in skipped:
+            print(f"not audited (no CPU size): {problem_id}: {reason}")
     return EXIT_OK
 
 
@@ -262,7 +369,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         for key, value in info.items():
-            print(f"{key:16s} {value}")
+            shown = "-" if value is None else ("yes" if value is True else "no" if value is False else value)
+            print(f"{key:22s} {shown}")
     return EXIT_OK
 
 
@@ -271,7 +379,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     try:
         from tritongym.env.agent import AgentConfig, run_agent
     except ImportError as exc:
-        print(f"tritongym agent: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        print(f"tritongym agent: needs the env extra (from the clone: pip install -e '.[env]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     if args.api_key_env and api_key is None:
@@ -285,15 +393,25 @@ def cmd_agent(args: argparse.Namespace) -> int:
             top_p=args.top_p, max_tokens=args.max_tokens, feedback=args.feedback,
             feedback_chars=args.feedback_chars, history=args.history, templates=args.templates,
             few_shot=args.few_shot, stop_on=args.stop_on, recheck=not args.no_recheck, api_key=api_key,
-            request_timeout=args.request_timeout, max_retries=args.max_retries, eval_workers=args.eval_workers)
+            request_timeout=args.request_timeout, max_retries=args.max_retries, eval_workers=args.eval_workers,
+            size=_resolve_size(args, "agent"))
         summary = run_agent(config, options=_options_from(args), progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as exc:
         print(f"tritongym agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"\ntritongym agent: interrupted; re-run the same command to resume (finished turns are kept in "
+              f"{args.out})", file=sys.stderr)
+        return 130
+    written = Path(args.out) / "trajectories.jsonl"
+    where = f"written to {written}" if written.is_file() else "no trajectory finished, so nothing was written yet"
+    refused = f", {summary['refused']} problem(s) without a CPU size left out" if summary.get("refused") else ""
+    outcomes = summary.get("outcomes") or {}
+    best = ("; best turns: " + ", ".join(f"{n} {status}" for status, n in outcomes.items())) if outcomes else ""
     print(json.dumps({k: v for k, v in summary.items() if k != "errors"}) if args.json else
           f"{summary['finished']} trajectories finished, {summary['skipped']} already done, "
-          f"{summary['failed']} left unfinished (re-run the same command to resume); "
-          f"{summary['wall_s']:.0f} s; written to {Path(args.out) / 'trajectories.jsonl'}")
+          f"{summary['failed']} left unfinished (re-run the same command to resume){refused}{best}; "
+          f"{summary['wall_s']:.0f} s; {where}")
     return EXIT_OK if summary["failed"] == 0 else EXIT_EVALUATOR
 
 
@@ -304,7 +422,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         from tritongym.env.export import export_parquet, export_sft
         from tritongym.env.store import load_trajectories
     except ImportError as exc:
-        print(f"tritongym report: needs the env extra (pip install 'tritongym[env]'): {exc}", file=sys.stderr)
+        print(f"tritongym report: needs the env extra (from the clone: pip install -e '.[env]'): {exc}",
+              file=sys.stderr)
         return EXIT_USAGE
     try:
         paths = write_report(args.dir, compare_to=args.compare, out=args.out)
@@ -378,6 +497,7 @@ def _add_agent_parser(commands) -> None:
     p_agent.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p_agent.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
     _add_eval_options(p_agent)
+    _add_size_option(p_agent)
     p_agent.set_defaults(func=cmd_agent)
 
 
@@ -406,15 +526,25 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 verdicts produced (whatever they are); 2 usage error (missing file, invalid "
                "option, malformed problem); 3 evaluator failure.",
     )
+    from tritongym import __version__
+
+    parser.add_argument("--version", action="version", version=f"tritongym {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p_eval = commands.add_parser("eval", help="evaluate one solution against one problem",
                                  description="Evaluate a candidate ModelNew against a KernelBench-format problem.")
-    p_eval.add_argument("--problem", required=True, metavar="FILE", help="problem .py (Model, get_inputs, "
-                                                                       "get_init_inputs)")
+    p_eval.add_argument("--problem", required=True, metavar="FILE|ID",
+                        help="problem .py (Model, get_inputs, get_init_inputs), or an id or name that "
+                             "'tritongym list' prints (builtin/07_softmax; kernelbench/level1/19 with --problems "
+                             "DATASET); with --id, the problem source to look the id up in")
+    p_eval.add_argument("--problems", default="builtin", metavar="SOURCE",
+                        help="where an id given to --problem is looked up (default: %(default)s)")
+    p_eval.add_argument("--id", help="a problem id in the source given as --problem (--problem DATASET --id "
+                                     "kernelbench/level1/19)")
     p_eval.add_argument("--solution", required=True, metavar="FILE", help="solution .py defining ModelNew")
     p_eval.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _add_eval_options(p_eval)
+    _add_size_option(p_eval)
     p_eval.set_defaults(func=cmd_eval)
 
     p_run = commands.add_parser("run", help="evaluate a folder of solutions against a problem set",
@@ -424,7 +554,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'builtin', a problem .py, a KernelBench folder, or a .jsonl/.parquet file in the "
                             "Hugging Face layout (default: %(default)s)")
     p_run.add_argument("--solutions", required=True, metavar="DIR",
-                       help="folder with one <problem name>.py per problem (levelN/ subfolders also work)")
+                       help="folder with one <problem name>.py per problem (levelN/ subfolders also work), or "
+                            "KernelBench's level_L_problem_N_sample_S_kernel.py files (every sample is evaluated)")
+    p_run.add_argument("--only", action="append", metavar="NAME",
+                       help="only this problem, by name or id (repeatable)")
+    p_run.add_argument("--out", metavar="FILE", help="also write every result as JSON lines to FILE")
     p_run.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
     p_run.add_argument("--json", action="store_true",
                        help="print one JSON object per evaluation (JSON lines), each as it finishes")
@@ -434,6 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="a progress bar on stderr (default: when stderr is a terminal)")
     _add_eval_options(p_run)
+    _add_size_option(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_list = commands.add_parser("list", help="list the problems of a problem source")
@@ -466,6 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_audit.add_argument("--flags-json", metavar="FILE",
                          help="write the flagged problems for the evaluator (merged into an existing file)")
     p_audit.add_argument("--json", action="store_true", help="one JSON object per problem (JSON lines)")
+    p_audit.add_argument("--workers", type=int, default=1, metavar="N",
+                         help="problems audited at once, each in its own reference worker (default: %(default)s)")
+    p_audit.add_argument("--size", choices=("original", "cpu"), default=None,
+                         help="audit the problems' CPU-size variants (the default with --device cpu) or their "
+                              "original sizes")
     p_audit.set_defaults(func=cmd_audit)
 
     p_info = commands.add_parser("info", help="versions, devices and sandbox availability (for bug reports)")

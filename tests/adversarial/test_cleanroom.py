@@ -47,6 +47,8 @@ BY_CONSTRUCTION = {
                                "tuple subclass cannot be described"),
     "F7-forged-unsupported": (Status.RUNTIME_ERROR, "'unsupported' is believed only when the hashed source uses a "
                               "construct the interpreter lacks"),
+    "F8-host-answer-tensor": ("host_compute", "a tensor of unknown origin ships its bytes with the log; bytes "
+                              "that differ per trial and change the outputs when poisoned are host data"),
     "F8-from-file-shared": ("evidence_mismatch", "aten::from_file is logged like any op and the clean room "
                             "refuses ops with host side effects; had the data come in without an op, its bytes "
                             "would ship with the log and be charged as host data"),

@@ -59,6 +59,10 @@ DEEPER = {
     "E5-rewrite-source-fileio": None,
     "E3-rebind-harness-table": "harness_tampering",
     "E5-rewrite-source-after-check": None,
+    # Issue 21: `inspect` is allowed by spelling; its frame walks and harness defaults are refused
+    # at run time, and without that the walk finds nothing of the parent and the fallback is named.
+    "B10-inspect-frame-walk": None,
+    "E3-inspect-signature-defaults": "pytorch_fallback",
 }
 #: Stopped by the first line alone: the evasion idioms themselves (reaching builtins through
 #: len.__self__, imports through them, a module attribute written through its __dict__), which

@@ -44,7 +44,7 @@ while time.time() < deadline:
         if libc.syscall(101, 16, pid, 0, 0) == 0:  # ptrace(PTRACE_ATTACH) on x86_64
             report["traced"] += 1
     report["proc"] = os.path.exists("/proc/1") or os.path.exists("/proc/self")
-    for root in ("/tmp", "/job", "/dev/shm", "/run", "/var/tmp", "/jobs", "/usr", "/home", "/root", "/"):
+    for root in ("/tmp", "/job", "/dev/shm", "/dev", "/run", "/var/tmp", "/jobs", "/usr", "/home", "/root", "/"):
         try:
             with open(os.path.join(root, "sibling-poison.py"), "w") as handle:
                 handle.write("raise SystemExit(1)")
@@ -100,7 +100,7 @@ def test_an_attacker_does_not_change_its_siblings_verdicts(tmp_path):
     text = attacked.error or ""
     assert "report" in text, text
     assert "'traced': 0" in text and "'proc': False" in text, text
-    # Only its private folders were writable (each a fresh tmpfs of its own namespace).
+    # Only its private folders were writable (each a fresh tmpfs of its own namespace; /dev is read-only).
     assert "'written': ['/tmp', '/job', '/dev/shm']" in text, text
     assert attacked.reward == 0.0
 

@@ -3,7 +3,7 @@ loopback (the CLI, uvicorn, OpenEnv's own app), real WebSocket sessions through 
 ``EnvClient`` (tritongym's typed `KernelEnvClient`) and ``GenericEnvClient``, and real sandboxed
 evaluations on the CPU (Triton's interpreter) of a built-in problem and its honest solution.
 
-Skipped without the extra (``pip install 'tritongym[openenv]'``; CI: .ci/openenv).
+Skipped without the extra (``pip install -e '.[openenv]'``; CI: .ci/openenv).
 """
 
 from __future__ import annotations

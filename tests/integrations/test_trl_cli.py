@@ -13,7 +13,7 @@ import pytest
 from tritongym.evaluator import Status
 
 needs_trl = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
-                               reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+                               reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 
 def _train(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -95,5 +95,5 @@ def test_without_trl_the_error_names_the_extra(tmp_path):
             f"sys.exit(main(['train', '--trainer', 'trl', '--model', 'tiny-random', '--out', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert "pip install 'tritongym[trl]'" in proc.stderr and "trl" in proc.stderr
+    assert "pip install -e '.[trl]'" in proc.stderr and "trl" in proc.stderr
     assert not (tmp_path / "trajectories.jsonl").exists()

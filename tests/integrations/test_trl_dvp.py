@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 import torch  # noqa: E402
 
@@ -45,11 +45,17 @@ def test_the_loss_sees_pruned_log_probs(problem, evaluator, tmp_path):
     want = dvp_log_probs(logits[:, :-1], labels[:, 1:].clamp_min(0), ALPHA)
     mask = labels[:, 1:] != -100
     assert out.log_probs.shape == mask.shape and bool((out.log_probs[~mask] == 0).all())
-    assert torch.allclose(out.log_probs[mask], want.log_probs[mask], atol=1e-5)
+    inside, outside = mask & want.in_safe, mask & ~want.in_safe
+    assert torch.allclose(out.log_probs[inside], want.log_probs[inside], atol=1e-5)
+    # A label outside V_S has no π_S log-prob: a finite placeholder (the full softmax's), without gradient.
+    full_lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, labels[:, 1:].clamp_min(0)[..., None])[..., 0]
+    assert torch.allclose(out.log_probs[outside], full_lp[outside], atol=1e-5)
+    (none,) = torch.autograd.grad(out.log_probs[outside].sum(), trainer.model.model.embed_tokens.weight,
+                                  retain_graph=True)
+    assert not none.any()
     # Against TRL's own fused head (same seeded weights): in-set tokens gain −log S > 0, i.e. really pruned.
     full = plain.model(input_ids=input_ids, attention_mask=attention, labels=labels, fused_lm_head=True).log_probs
-    inside = mask & want.in_safe
-    assert inside.any() and (~want.in_safe & mask).any()
+    assert inside.any() and outside.any()
     assert torch.allclose(out.log_probs[inside] - full[inside], -want.log_safe_mass[inside], atol=1e-4)
     assert bool((want.log_safe_mass[mask] < -1e-3).all())
     # Gradients flow through in-set tokens only.
@@ -108,3 +114,42 @@ def test_grpo_steps_through_the_dvp_head_change_the_weights(problem, evaluator, 
     assert trainer.state.global_step == 1
     change = sum(float((p.detach() - b).abs().sum()) for p, b in zip(trainer.model.parameters(), before, strict=True))
     assert change > 0
+
+
+def test_out_of_set_tokens_leave_the_loss_mask_and_the_kl_stays_finite(problem, evaluator, tmp_path):
+    # Scripted (not sampled) replies under a large α: some of their tokens lie outside the tiny model's
+    # safe sets. They have no π_S log-prob: TRL's scoring step, then the hook, must drop exactly those
+    # tokens from the loss mask (tritongym.rl.dvp: AND in_safe into the mask), and the placeholder the
+    # head gives them must keep TRL's loss finite even where the reference still has them in its set.
+    generator = ScriptedGenerator([[VOID_REPLY, VOID_REPLY], [VOID_REPLY, VOID_REPLY]])
+    alpha = 0.32  # the scripted tokens have p/p_max in [0.30, 0.41] under the seeded model: some in, some out
+    trainer = _trainer(problem, evaluator, tmp_path, alpha=alpha, beta=0.04, rollout={"generator": generator})
+    trainer.model.train()
+    inputs = [dict(row) for row in [trainer.train_dataset[0]] * 2]
+    output = trainer._generate_and_score_completions(inputs)
+    input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+    attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+    width = output["completion_ids"].shape[1]
+    with torch.no_grad():
+        logits = type(trainer.model).forward(trainer.model, input_ids=input_ids, attention_mask=attention).logits
+    in_set = dvp_log_probs(logits[:, -width - 1: -1], output["completion_ids"], alpha).in_safe
+    env = torch.zeros_like(in_set)
+    for i, row in enumerate(inputs):
+        for start, end in row["turn_spans"]:
+            env[i, start:end] = True
+    assert (env & ~in_set).any() and (env & in_set).any()
+    assert torch.equal(output["tool_mask"].bool(), env & in_set)
+    assert int(output["num_items_in_batch"]) == int((output["completion_mask"].bool() & env & in_set).sum())
+    assert trainer._metrics["train"]["tritongym/dvp_out_of_set_tokens"][-1] == float((env & ~in_set).sum())
+    # TRL's own loss on the batch, with advantages on every model token and a reference that (as after
+    # some updates) still has the dropped tokens in its set: finite, with finite gradients.
+    trainer.current_gradient_accumulation_steps = 1  # what TRL's training loop sets before compute_loss
+    batch = dict(output, advantages=env.float())
+    batch["ref_per_token_logps"] = torch.where(env & ~in_set, -1.0, output["ref_per_token_logps"])
+    loss = trainer.compute_loss(trainer.model, batch)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in trainer.model.parameters()
+                                        if p.grad is not None)
+    # The control: with the out-of-set tokens left in the mask, the loss counts them.
+    kept = dict(batch, tool_mask=env.to(output["tool_mask"].dtype))
+    assert not torch.allclose(trainer.compute_loss(trainer.model, kept), loss)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-trl_utils = pytest.importorskip("trl.trainer.utils", reason="trl is not installed (pip install 'tritongym[trl]'; "
+trl_utils = pytest.importorskip("trl.trainer.utils", reason="trl is not installed (pip install -e '.[trl]'; "
                                                            "see .ci/trl)")
 
 from tritongym.integrations.trl.rewards import AsyncKernelReward, KernelReward, TrajectoryReward  # noqa: E402

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'tritongym[trl]'; see .ci/trl)")
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
 
 from tritongym.env.core import VOID_REASON  # noqa: E402
 from tritongym.env.export import turn_rows  # noqa: E402
@@ -110,3 +110,29 @@ def test_a_prompt_the_rollout_did_not_render_is_refused(evaluator, problem, tmp_
         rollout([[{"role": "user", "content": "something else"}]] * 2, trainer)
     with pytest.raises(ValueError, match="turns"):
         KernelRollout([problem], turns=0, evaluator=evaluator)
+
+
+def test_sampling_stops_at_the_chat_templates_turn_tokens(evaluator, problem, tmp_path):
+    # Dr.Kernel's rollout stops at the template's turn tokens, not EOS only. Make <|im_start|> (the token
+    # that opens a new message) the model's overwhelming choice: the reply must end right after it.
+
+    from tritongym.integrations.chat_stops import chat_template_stop_ids
+    from tritongym.integrations.trl.rollout import sample_with_model
+
+    rollout = KernelRollout([problem], turns=1, evaluator=evaluator)
+    trainer = make_trainer(rollout, tmp_path)
+    tokenizer = trainer.processing_class
+    im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert chat_template_stop_ids(tokenizer) == [tokenizer.eos_token_id, im_start]
+    head = trainer.accelerator.unwrap_model(trainer.model).lm_head
+
+    def favour(module, inputs, output):
+        output[..., im_start] += 1e3
+        return output
+
+    hook = head.register_forward_hook(favour)
+    try:
+        generations = sample_with_model(trainer, [[5, 6, 7], [8, 9]], max_new_tokens=6)
+    finally:
+        hook.remove()
+    assert [g.token_ids for g in generations] == [[im_start], [im_start]]

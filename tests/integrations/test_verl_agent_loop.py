@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from verl import DataProto  # noqa: E402
@@ -71,12 +71,14 @@ class ScriptedTokenServer:
         self.tokenizer = tokenizer
         self.scripts = scripts
         self.calls: list[tuple[str, int, int, int]] = []  # (request id, turn, prompt tokens, max_tokens)
+        self.stops: list[list[int] | None] = []  # the stop_token_ids of each call
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
         text = self.tokenizer.decode(prompt_ids)
         turn = text.count("<|im_start|>assistant") - 1  # the generation prompt of this turn is the last one
         (key,) = [k for k in self.scripts if f"builtin/{k[0]}" in text and f"[row {k[1]}]" in text]
         self.calls.append((request_id, turn, len(prompt_ids), sampling_params["max_tokens"]))
+        self.stops.append(sampling_params.get("stop_token_ids"))
         ids = self.tokenizer.encode(self.scripts[key][turn], add_special_tokens=False)
         ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
         # As verl's LLMServerClient does: the weight versions the tokens came from.
@@ -116,6 +118,7 @@ def verl_config(tmp_path_factory):
         "  max_turns: 3\n"
         "  workers: 2\n"
         f"  max_turn_tokens: {MAX_TURN_TOKENS}\n"
+        "  stop_token_ids: chat_template\n"
         "  eval_options: {device: cpu, timeout: 120}\n")
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -152,6 +155,7 @@ def rollout(verl_config):
         "uid": np.array(UIDS, dtype=object),
     })
     output = asyncio.run(worker.generate_sequences(batch))
+    worker.stops = list(worker.llm_client.stops)
     return worker, output, list(worker.llm_client.calls)
 
 
@@ -204,6 +208,20 @@ def test_turn_counts_masks_and_model_tokens(rollout):
     logp = out.batch["rollout_log_probs"]
     mask = out.batch["response_mask"].bool()
     assert torch.all(logp[mask] == -0.25) and torch.all(logp[~mask] == 0)
+
+
+def test_every_turn_stops_at_the_chat_templates_turn_tokens(rollout):
+    # Dr.Kernel's rollout stops at the template's turn tokens, not EOS only: <|im_end|> (EOS here) and
+    # <|im_start|>, which opens a message the model must not write itself.
+    worker, _, calls = rollout
+    tokenizer = worker.tokenizer
+    want = sorted(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|im_start|>"))
+    assert len(worker.stops) == len(calls) and all(stops == want for stops in worker.stops)
+    from tritongym.integrations.verl.agent_loop import _stop_token_ids
+
+    assert _stop_token_ids(None, tokenizer) == [] and _stop_token_ids([5, 7], tokenizer) == [5, 7]
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        _stop_token_ids("eos", tokenizer)
 
 
 def test_each_turn_reward_sits_on_its_last_token(rollout):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
 
 from verl import DataProto  # noqa: E402
 from verl.trainer.config.algorithm import RolloutCorrectionConfig  # noqa: E402
@@ -225,3 +225,50 @@ def test_a_mistyped_lr_setting_is_reported_on_import_verl():
     proc = subprocess.run([sys.executable, "-c", "import verl"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert "tritongym: TRITONGYM_VERL_LR_DECAY: expected '1' or 'key=value,...'" in proc.stderr
+
+
+def _released_aggregate(token_loss, turn_rows, nominal_rows, scale=1000.0):
+    """KernelGYM @3a84417's actor aggregation, written from its code (dp_actor.update_policy, agg_loss).
+
+    ``fit()`` removes rows whose mask is all zero; each micro-batch's loss is ``seq-mean-token-sum``
+    (token sum per turn row, mean over rows with a valid token) divided by ``loss_scale_factor`` 1000,
+    then (``use_dynamic_bsz=True``, the recipe) multiplied by len(micro-batch) / ppo_mini_batch_size,
+    where ppo_mini_batch_size is the nominal rows of a mini-batch (train prompts × n × max turns,
+    fsdp_workers). Here the whole batch is one micro-batch.
+    """
+    rows = [(b, m) for b, m in turn_rows if m.any()]  # fit(): drop rows with an all-zero mask
+    seq = torch.stack([(token_loss[b] * m).sum() for b, m in rows])
+    return seq.mean() / scale * (len(rows) / nominal_rows)
+
+
+def test_seq_mean_token_sum_norm_at_1000_times_turns_is_the_released_aggregation():
+    # Four trajectories of up to T = 3 turns (verl rows), one fully masked (every turn rejected), one
+    # with a masked turn; verl's global_batch_size is the nominal mini-batch of trajectories (4).
+    T, P, width = 3, 4, 12
+    g = torch.Generator().manual_seed(3)
+    numbers = torch.tensor([[1, 1, 0, 2, 2, 2, 0, 3, 3, 0, 0, 0],
+                            [1, 1, 1, 0, 0, 2, 2, 0, 0, 0, 0, 0],
+                            [1, 1, 0, 2, 0, 3, 3, 3, 3, 0, 0, 0],
+                            [1, 1, 1, 1, 0, 2, 2, 0, 3, 3, 3, 3]])
+    mask = numbers > 0
+    mask[1] = False  # MRS rejected the whole trajectory
+    mask[2] &= numbers[2] != 2  # PRS dropped turn 2
+    old = -torch.rand(P, width, generator=g)
+    log_prob = (old + (torch.rand(P, width, generator=g) - 0.5) * 0.6).requires_grad_()
+    advantages = torch.randn(P, width, generator=g)
+    fn = core_algos.get_policy_loss_fn("tritongym_ppo")
+    losses = {}
+    for scale in (1000.0 * T, 1000.0):
+        config = _actor_config("seq-mean-token-sum-norm")
+        config.global_batch_info.update(dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=P,
+                                        loss_scale_factor=scale)  # as verl's ppo_loss sets it
+        losses[scale], _ = fn(old, log_prob, advantages, mask, "seq-mean-token-sum-norm", config, None)
+    token_loss = ppo_clip_token_loss(log_prob, old, advantages, mask, clip_low=0.2, clip_high=0.28, dual_clip=3.0)
+    turn_rows = [(b, mask[b] & (numbers[b] == k)) for b in range(P) for k in range(1, T + 1)]
+    released = _released_aggregate(token_loss.double(), [(b, m.double()) for b, m in turn_rows], nominal_rows=P * T)
+    torch.testing.assert_close(losses[1000.0 * T].double(), released, rtol=1e-6, atol=1e-9)
+    (ours,) = torch.autograd.grad(losses[1000.0 * T], log_prob, retain_graph=True)
+    (theirs,) = torch.autograd.grad(released, log_prob)
+    torch.testing.assert_close(ours.double(), theirs.double(), rtol=1e-5, atol=1e-9)
+    # loss_scale_factor=1000 on trajectory rows is T times the released scale (the recipe's old setting).
+    torch.testing.assert_close(losses[1000.0], losses[1000.0 * T] * T, rtol=1e-6, atol=1e-9)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-verl = pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+verl = pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
 
 from tensordict import TensorDict  # noqa: E402  (verl's dependency)
 from verl import DataProto  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
@@ -74,7 +74,7 @@ def test_every_override_is_a_verl_key_with_the_recipe_value(recipe_config):
     from tritongym.integrations.verl.trainer import TurnRejection
 
     # MRS (Dr.Kernel's bounds and veto) and PRS, per turn, before the advantages.
-    assert TurnRejection.from_config(cfg) == TurnRejection(mrs=True, prs=True)
+    assert TurnRejection.from_config(cfg) == TurnRejection(mrs=True, prs=True, meaningful_turns=True)
     # Dr.Kernel's group filter on last-turn rewards: verl's replay buffer reads this reward_extra_info key.
     assert cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.metric == "tritongym/last_reward"
 
@@ -93,7 +93,8 @@ def test_verl_builds_its_config_dataclasses_from_the_recipe(recipe_config):
     assert correction.rollout_is is None and correction.rollout_rs is None and not correction.bypass_mode
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (0.2, 0.28, 3.0)
-    assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and actor.loss_scale_factor == 1000
+    # 1000 (KernelGYM's LOSS_SCALE_FACTOR) x 3 turns: verl divides by trajectories, KernelGYM by turn rows.
+    assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and actor.loss_scale_factor == 3000
     assert actor.optim.lr == 1e-6 and actor.optim.clip_grad == 1.0
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
     assert rollout.n == 16 and rollout.agent.default_agent_loop == "tritongym_kernel"

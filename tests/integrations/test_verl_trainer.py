@@ -4,7 +4,7 @@ The rows go through the path a real run takes: ``KernelAgentLoopOutput.as_dict()
 V1 agent-loop worker stores), a real TransferQueue on a local Ray instance, and verl's own
 ``PPOTrainer._compute_advantage`` (KL-in-reward switch, rollout correction, the registered ``trloo``
 estimator), called on a `KernelPPOTrainer` whose config is composed from verl's ``ppo_trainer``.
-Expected values come from ``tritongym.rl.trloo_advantages`` on a hand-built turn table.
+Expected values come from float64 loops written from KernelGYM @3a84417's released rules (``released_drkernel``).
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ import os
 import pytest
 import torch
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'tritongym[verl]'; see .ci/trainers)")
-pytest.importorskip("transfer_queue", reason="TransferQueue is not installed (part of tritongym[verl])")
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[verl]'; see .ci/trainers)")
+pytest.importorskip("transfer_queue", reason="TransferQueue is not installed (part of the verl extra)")
 
 import ray  # noqa: E402
 import transfer_queue as tq  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+from verl.workers.utils.padding import response_to_nested  # noqa: E402
 
 from tritongym.integrations.verl.advantages import explicit_turns, trloo_advantage_return, turn_numbers  # noqa: E402
 from tritongym.integrations.verl.agent_loop import (  # noqa: E402
@@ -38,6 +40,8 @@ from tritongym.integrations.verl.trainer import (  # noqa: E402
     prs_turn_drop,
 )
 from tritongym.rl import mrs_mask, trloo_advantages  # noqa: E402
+
+from . import released_drkernel as released  # noqa: E402
 
 # Trajectories: (uid, tokens per turn, feedback tokens after each turn but the last, turn rewards,
 # PRS keep probabilities). Probabilities are 0 or 1 so the draws are known; 0 is a correct but lazy
@@ -114,16 +118,24 @@ def _run(trainer_cls, prefix: str, estimator: str = "trloo", trajectories=TRAJEC
     return data.to_padded_tensor(), metrics
 
 
+def _released_turn_advantages(trajectories, drop=(), mask_void_turn=True, gamma=1.0):
+    """Per-turn advantages by KernelGYM's released rules (``released_drkernel``: plain loops)."""
+    return released.turn_advantages([(t[0], t[3]) for t in trajectories], set(drop), mask_void_turn, gamma)
+
+
 def _expected(trajectories=TRAJECTORIES):
-    """Turn-level TRLOO advantages ``[n, T]`` from the turn table, dropped turns' (keep 0) rewards zeroed."""
-    n, width = len(trajectories), max(len(t[1]) for t in trajectories)
-    rewards = torch.zeros(n, width, dtype=torch.float64)
-    present = torch.zeros(n, width, dtype=torch.bool)
-    for i, (_, _, _, r, keep) in enumerate(trajectories):
-        present[i, : len(r)] = True
-        rewards[i, : len(r)] = torch.tensor([0.0 if k == 0 else x for x, k in zip(r, keep, strict=True)])
-    groups = torch.tensor([0 if t[0] == "p" else 1 for t in trajectories])
-    return trloo_advantages(rewards, present, groups)
+    """Released per-turn advantages, the turns with keep probability 0 dropped by PRS."""
+    drop = {(i, k) for i, t in enumerate(trajectories) for k, p in enumerate(t[4]) if p == 0}
+    return _released_turn_advantages(trajectories, drop)
+
+
+def _check_against_released(padded, trajectories, expected):
+    """Every model token carries its turn's released advantage; dropped turns' tokens carry none."""
+    for i, (_, _, _, rewards, _) in enumerate(trajectories):
+        for k in range(len(rewards)):
+            tokens = padded[TURN_NUMBERS][i] == k + 1
+            want = [expected[(i, k)]] * int(tokens.sum())
+            assert padded["advantages"][i][tokens].tolist() == pytest.approx(want, abs=1e-6), (i, k)
 
 
 def test_trainer_mode_is_registered_on_import_verl():
@@ -179,24 +191,109 @@ def test_as_dict_carries_the_turn_layout_and_keep_probabilities():
         out.as_dict()
 
 
-def test_verl_advantage_step_with_prs_drops_lazy_turns_and_keeps_them_in_baselines(store):
+def test_verl_advantage_step_with_prs_drops_lazy_turns_and_keeps_their_rewards_in_baselines(store):
     padded, metrics = _run(KernelPPOTrainer, "prs")
     assert metrics["tritongym/prs_rejected_turns"] == 3.0
     assert metrics["tritongym/prs_rejected_fraction"] == pytest.approx(3 / 14)
-    expected = _expected()
+    assert metrics["tritongym/not_meaningful_turns"] == 0.0 and metrics["tritongym/skipped_steps"] == 0.0
     for i, (_, _, _, rewards, keep) in enumerate(TRAJECTORIES):
         numbers = padded[TURN_NUMBERS][i]
         for k, (r, p) in enumerate(zip(rewards, keep, strict=True)):
             tokens = numbers == k + 1
-            if p == 0:  # dropped: out of the loss, reward zeroed, no advantage
+            # Dropped or not, the turn keeps its reward (KernelGYM zeroes rewards only where loss_mask is 0).
+            assert padded["rm_scores"][i][tokens].sum().item() == pytest.approx(r)
+            if p == 0:  # dropped: out of the loss, no advantage
                 assert padded["response_mask"][i][tokens].sum() == 0
-                assert padded["rm_scores"][i][tokens].abs().sum() == 0
                 assert padded["advantages"][i][tokens].abs().sum() == 0
             else:
                 assert padded["response_mask"][i][tokens].all()
-                assert padded["rm_scores"][i][tokens].sum().item() == pytest.approx(r)
-                want = [expected[i, k].item()] * int(tokens.sum())
-                assert padded["advantages"][i][tokens].tolist() == pytest.approx(want)
+    _check_against_released(padded, TRAJECTORIES, _expected())
+
+
+def test_a_rejected_turns_reward_decides_its_peers_signs(store):
+    # The issue's worked example: one prompt, gamma 1; A = [0.5, 2.0] with turn 2 rejected by PRS,
+    # B = [0.5, 1.0]. Released: A turn 1 = +1, B = [-1, -1] (zeroing A's turn 2 would give -1 and [+1, +1]).
+    pair = [("w", [2, 2], 1, [0.5, 2.0], [1.0, 0.0]), ("w", [3, 1], 2, [0.5, 1.0], [1.0, 1.0])]
+    padded, metrics = _run(KernelPPOTrainer, "worked1", trajectories=pair)
+    assert metrics["tritongym/prs_rejected_turns"] == 1.0
+    expected = _released_turn_advantages(pair, drop={(0, 1)})
+    assert [expected[(0, 0)], expected[(1, 0)], expected[(1, 1)]] == pytest.approx([1.0, -1.0, -1.0])
+    _check_against_released(padded, pair, expected)
+    assert padded["advantages"][0][padded[TURN_NUMBERS][0] == 1][0].item() == pytest.approx(1.0)
+
+
+def test_meaningful_turn_masking_takes_a_regressing_turn_out_of_its_group(store):
+    # The issue's second example: A = [1, 0], B = [0, 1]. Released (mask_void_turn=True) masks A's
+    # turn 2 (after a scoring turn, it scores 0): no gradient, reward 0, out of B's baseline, so B's
+    # turn 2 gets +1; turn 1 returns are equal (1, 1): advantage 0.
+    pair = [("v", [2, 2], 1, [1.0, 0.0], [1.0, 1.0]), ("v", [2, 3], 1, [0.0, 1.0], [1.0, 1.0])]
+    padded, metrics = _run(KernelPPOTrainer, "worked2", trajectories=pair)
+    assert metrics["tritongym/not_meaningful_turns"] == 1.0
+    assert metrics["tritongym/not_meaningful_fraction"] == pytest.approx(1 / 4)
+    expected = _released_turn_advantages(pair)
+    assert [expected[(0, 0)], expected[(0, 1)], expected[(1, 0)], expected[(1, 1)]] == pytest.approx([0, 0, 0, 1])
+    _check_against_released(padded, pair, expected)
+    masked = padded[TURN_NUMBERS][0] == 2
+    assert padded["response_mask"][0][masked].sum() == 0 and padded["response_mask"][1].sum() == 5
+    # The control: with the masking off (and in KernelGYM with mask_void_turn=False) A's turn 2 trains at -1.
+    off, metrics = _run(KernelPPOTrainer, "worked2off", trajectories=pair,
+                        extra=("+tritongym.meaningful_turns.enable=False",))
+    assert "tritongym/not_meaningful_turns" not in metrics
+    control = _released_turn_advantages(pair, mask_void_turn=False)
+    assert [control[(0, 1)], control[(1, 1)]] == pytest.approx([-1.0, 1.0])
+    _check_against_released(off, pair, control)
+
+
+def test_random_batches_match_the_released_rules(store):
+    # Ragged trajectories of 3 prompts, rewards in {-0.5, 0, 0.5, 1, 2} (regressions included) and PRS
+    # keep probabilities 0 or 1, through verl's own _compute_advantage: every token against the loops.
+    gen = torch.Generator().manual_seed(11)
+    for batch in range(3):
+        trajectories = []
+        for j in range(9):
+            turns = int(torch.randint(1, 4, (), generator=gen))
+            tokens = [int(x) for x in torch.randint(1, 4, (turns,), generator=gen)]
+            rewards = [float(x) for x in torch.tensor([-0.5, 0.0, 0.5, 1.0, 2.0])[
+                torch.randint(0, 5, (turns,), generator=gen)]]
+            keep = [float(x) for x in (torch.rand(turns, generator=gen) > 0.25)]
+            trajectories.append((f"r{batch}{j % 3}", tokens, 1 + j % 2, rewards, keep))
+        padded, _ = _run(KernelPPOTrainer, f"rand{batch}", trajectories=trajectories)
+        drop = {(i, k) for i, t in enumerate(trajectories) for k, p in enumerate(t[4]) if p == 0}
+        _check_against_released(padded, trajectories, _released_turn_advantages(trajectories, drop))
+
+
+def test_a_step_with_every_turn_rejected_is_skipped(store):
+    # verl's rollout correction would raise "response_mask must contain at least one valid token";
+    # the step writes zero advantages, skips the updates and says so in a metric.
+    lazy = [("s", [2, 2], 1, [1.0, 1.0], [0.0, 0.0]), ("s", [3], 1, [0.5], [0.0])]
+    extra = ("algorithm.rollout_correction.rollout_rs=seq_max_k2",
+             "algorithm.rollout_correction.rollout_rs_threshold=1.0")
+    padded, metrics = _run(KernelPPOTrainer, "skip", trajectories=lazy, extra=extra)
+    assert metrics["tritongym/skipped_steps"] == 1.0 and metrics["tritongym/prs_rejected_turns"] == 3.0
+    assert padded["response_mask"].sum() == 0 and padded["advantages"].abs().sum() == 0
+
+    class Unreachable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the actor was called ({name}) on a skipped step")
+
+    trainer = KernelPPOTrainer.__new__(KernelPPOTrainer)
+    trainer.config = _config(extra=extra)
+    trainer.global_steps = 1
+    trainer.actor_rollout_wg = trainer.critic_wg = Unreachable()
+    batch = _put("skip2", lazy)
+    trainer._compute_advantage(batch, {})
+    assert trainer._update_actor(batch, {}) is batch and trainer._update_critic(batch, {}) is batch
+    # The control: verl's plain trainer on the same masks fails in its rollout correction.
+    kept = _put("skip3", lazy)
+    fields = tq.kv_batch_get(keys=kept.keys, partition_id="train", select_fields=["response_mask"])
+    zero = {"response_mask": response_to_nested(torch.zeros_like(fields.to_padded_tensor()["response_mask"]),
+                                                fields["response_mask"])}
+    tq.kv_batch_put(keys=kept.keys, partition_id="train", fields=TensorDict(zero, batch_size=len(kept)))
+    plain = PPOTrainerSync.__new__(PPOTrainerSync)
+    plain.config = _config(extra=extra)
+    plain.global_steps = 1
+    with pytest.raises(ValueError, match="at least one valid token"):
+        plain._compute_advantage(kept, {})
 
 
 def test_without_lazy_turns_the_trainer_equals_verls_plain_sync_trainer(store):
@@ -206,8 +303,7 @@ def test_without_lazy_turns_the_trainer_equals_verls_plain_sync_trainer(store):
     assert metrics["tritongym/prs_rejected_turns"] == 0.0
     assert torch.equal(ours["advantages"], plain["advantages"])
     assert torch.equal(ours["response_mask"], plain["response_mask"])
-    expected = _expected(kept)
-    assert ours["advantages"][:, 0].tolist() == pytest.approx(expected[:, 0].tolist())  # first token: turn 1
+    _check_against_released(ours, kept, _expected(kept))
 
 
 def test_verls_plain_trainer_would_train_the_lazy_turns(store):
@@ -232,7 +328,9 @@ def test_grpo_under_the_tritongym_trainer_masks_the_same_turns(store):
 
 
 def test_turn_rejection_settings_from_verls_config():
-    assert TurnRejection.from_config(_config()) == TurnRejection()  # no section: PRS on, MRS off
+    assert TurnRejection.from_config(_config()) == TurnRejection()  # no section: PRS and meaningful turns on, MRS off
+    assert TurnRejection().meaningful_turns and not TurnRejection.from_config(
+        _config(extra=("+tritongym.meaningful_turns.enable=False",))).meaningful_turns
     loose = TurnRejection.from_config(_config(extra=("+tritongym.mrs.enable=True", "+tritongym.mrs.lower=0.5",
                                                      "+tritongym.prs.enable=False")))
     assert loose.mrs and loose.mrs_lower == 0.5 and loose.mrs_upper == 1.001 and not loose.prs
@@ -299,16 +397,10 @@ def test_verl_advantage_step_with_mrs_drops_the_vetoed_turn(store):
                            shifts={(1, 4): math.log(1e-5)})
     assert metrics["tritongym/mrs_rejected_turns"] == 1.0 and metrics["tritongym/prs_rejected_turns"] == 0.0
     vetoed = padded[TURN_NUMBERS][1] == 2
-    assert padded["response_mask"][1][vetoed].sum() == 0 and padded["rm_scores"][1][vetoed].abs().sum() == 0
-    assert padded["advantages"][1][vetoed].abs().sum() == 0
-    dropped = [(u, t, f, r, [0.0 if (i, k) == (1, 1) else 1.0 for k in range(len(r))])
-               for i, (u, t, f, r, _) in enumerate(TRAJECTORIES)]
-    expected = _expected(dropped)  # the vetoed turn: reward 0, still in its peers' baselines
-    for i, (_, _, _, rewards, _) in enumerate(TRAJECTORIES):
-        for k in range(len(rewards)):
-            tokens = (padded[TURN_NUMBERS][i] == k + 1) & padded["response_mask"][i].bool()
-            want = [expected[i, k].item()] * int(tokens.sum())
-            assert padded["advantages"][i][tokens].tolist() == pytest.approx(want)
+    assert padded["response_mask"][1][vetoed].sum() == 0 and padded["advantages"][1][vetoed].abs().sum() == 0
+    assert padded["rm_scores"][1][vetoed].sum().item() == pytest.approx(TRAJECTORIES[1][3][1])  # reward kept
+    # The vetoed turn keeps its reward and its place in its peers' baselines.
+    _check_against_released(padded, kept, _released_turn_advantages(kept, drop={(1, 1)}))
 
 
 def test_verls_group_filter_reads_the_loops_last_turn_reward(store):

@@ -50,6 +50,11 @@ def _num(value: float | None, digits: str = ".3g") -> str:
     return "n/a" if value is None else format(value, digits)
 
 
+def _speed(value: float | None) -> str:
+    """A speedup with its ``x``, or ``n/a`` (never ``n/ax``)."""
+    return "n/a" if value is None else f"{value:.3g}x"
+
+
 def _plots(summary: dict[str, Any], other: dict[str, Any] | None, out: Path) -> list[Path]:
     import matplotlib
 
@@ -139,7 +144,8 @@ def _provenance_line(prov: dict[str, Any]) -> str:
     parts += [f"{name} {prov[name]}" for name in ("tritongym", "torch", "triton") if prov.get(name)]
     feedback = prov.get("feedback")
     if isinstance(feedback, dict):
-        parts.append(f"feedback {feedback.get('level')} ({feedback.get('max_chars')} chars)")
+        chars = feedback.get("max_chars")
+        parts.append(f"feedback {feedback.get('level')}" + (f" ({chars} chars)" if chars is not None else ""))
     if prov.get("history"):
         parts.append(f"history `{prov['history']}`")
     tts = prov.get("tts")
@@ -167,7 +173,7 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
         for p, entry in block["fast_p"].items():
             lines.append(f"| fast_{p} ({label}) | {_pct(entry['value'])} | {_ci(entry['ci95']).strip()} |")
         geo = block["geomean_speedup_correct"]
-        lines.append(f"| geomean speedup, correct ({label}, n={geo['n']}) | {_num(geo['value'])}x | "
+        lines.append(f"| geomean speedup, correct ({label}, n={geo['n']}) | {_speed(geo['value'])} | "
                      f"{_ci(geo['ci95'], pct=False).strip()} |")
     lines.append("")
     if not summary["speed_measured"]:
@@ -190,8 +196,8 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
     lines += ["", "## Re-check of the selected winners", "",
               f"{wc['rechecked']} winners re-checked with a fresh evaluation (new processes, new secret seeds); "
               f"{wc['failed_recheck']} failed it. Geomean speedup at selection "
-              f"{_num(wc['selection_geomean_speedup'])}x, "
-              f"at re-check {_num(wc['recheck_geomean_speedup'])}x (gap {_num(wc['gap'])}). Reported figures are the "
+              f"{_speed(wc['selection_geomean_speedup'])}, "
+              f"at re-check {_speed(wc['recheck_geomean_speedup'])} (gap {_num(wc['gap'])}). Reported figures are the "
               "re-check's.", ""]
     if diff is not None:
         delta = diff["correctness_delta"]
@@ -259,6 +265,8 @@ def write_report(directory: str | os.PathLike[str], compare_to: str | os.PathLik
                  out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """Write the report of the run in `directory` (into `out`, default the same folder); returns the paths."""
     directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"run folder not found: {directory}")
     trajectories = load_trajectories(directory)
     if not trajectories:
         raise FileNotFoundError(f"no finished trajectories in {directory / 'trajectories.jsonl'}")
@@ -277,7 +285,8 @@ def write_report(directory: str | os.PathLike[str], compare_to: str | os.PathLik
         diff = metrics.compare(trajectories, others)
         summary["compare"] = {"other": str(compare_to), **diff}
     plots = _plots(summary, other_summary, target)
-    title = f"tritongym agent report: {directory.name}"
+    # The folder may come from `tritongym agent` or from a trainer (`tritongym train`): a neutral title.
+    title = f"tritongym report: {directory.name}"
     markdown_text = _markdown(summary, diff, plots, title)
     paths = {"markdown": target / "report.md", "html": target / "report.html", "json": target / "report.json"}
     paths["markdown"].write_text(markdown_text, encoding="utf-8")

@@ -61,8 +61,12 @@ class AgentConfig:
     max_retries: int = 4
     backoff: float = 1.0
     eval_workers: int = 1
+    #: ``original`` or ``cpu`` (each problem's CPU-size variant: `tritongym.tasks.sizing`).
+    size: str = "original"
 
     def __post_init__(self) -> None:
+        if self.size not in ("original", "cpu"):
+            raise ValueError(f"size must be original or cpu, got {self.size!r}")
         if self.tts not in TTS_MODES:
             raise ValueError(f"tts must be one of {', '.join(TTS_MODES)}, got {self.tts!r}")
         for name in ("samples", "turns", "iterations", "concurrency", "eval_workers"):
@@ -84,6 +88,8 @@ class AgentConfig:
         for volatile in ("api_key", "base_url", "out", "concurrency", "request_timeout", "max_retries", "backoff",
                          "eval_workers"):
             data.pop(volatile)
+        if data["size"] == "original":
+            data.pop("size")  # runs journaled before sizes existed resume unchanged
         return data
 
 
@@ -131,10 +137,23 @@ class AgentRunner:
         self.config = config
         self.problems = select_problems(load_problems(config.problems, levels=config.levels), config.only,
                                         config.problems)
+        #: (problem id, why) for problems without a CPU size (left out when ``size`` is cpu).
+        self.refused: list[tuple[str, str]] = []
+        if config.size == "cpu":
+            from tritongym.tasks.sizing import at_size
+
+            sized = at_size(self.problems, "cpu")
+            self.problems = sized.problems
+            self.refused = [(p.problem_id, reason) for p, reason in sized.refused]
+            if not self.problems:
+                raise ValueError("none of the problems has a CPU size: "
+                                 + "; ".join(f"{i}: {r}" for i, r in self.refused[:3]))
         self.evaluator = evaluator if evaluator is not None else PoolEvaluator(options, max_workers=config.eval_workers)
         self.store = TrajectoryStore(config.out)
         self.progress = progress
         self.errors: list[str] = []
+        #: the best turn's status of each trajectory finished in this run ("void": no turn evaluated)
+        self.outcomes: dict[str, int] = {}
 
     async def run(self) -> dict[str, Any]:
         config = self.config
@@ -174,6 +193,7 @@ class AgentRunner:
             await asyncio.gather(*(guarded(p, s) for p, s in jobs))
         self._bar.close()
         return {**counts, "trajectories": len(self.problems) * config.samples, "wall_s": time.monotonic() - started,
+                "refused": len(self.refused), "outcomes": dict(sorted(self.outcomes.items())),
                 "errors": list(self.errors)}
 
     async def _trajectory(self, client: ChatClient, problem: Problem, sample: int,
@@ -227,6 +247,8 @@ class AgentRunner:
                        "selection": {"status": str(best.result.status), "reward": best.reward,
                                      "speedup": best.result.speedup,
                                      "speedup_vs_compile": getattr(best.result, "speedup_vs_compile", None)}}
+        outcome = "void" if best is None or best.result is None else str(best.result.status)
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         self.store.append_trajectory(trajectory_record(
             problem, env, sample=sample, mode=config.tts, stop_reason=stop_reason, turns=records,
             provenance=self.provenance, recheck=recheck, resumed_from_turn=len(journaled) if journaled else None))

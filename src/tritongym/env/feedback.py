@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tritongym.evaluator.trivial import HIDDEN_BY_TOLERANCE
+
 if TYPE_CHECKING:
     from tritongym.evaluator import EvalResult
 
@@ -190,6 +192,8 @@ class FeedbackPolicy:
                 worst = _WORST_AT.search(trial.message)
                 if worst:
                     where += f"; worst positions {worst.group('positions')[:120]}"
+            elif HIDDEN_BY_TOLERANCE in trial.message:  # wrong, although each element was within tolerance
+                return f"trial {trial.index} ({trial.family}): {scrub_values(trial.message)[:600]}"
             elif "mismatch" in trial.message or "structure differs" in trial.message:
                 where = "; " + scrub_values(trial.message)[:200]
         if trial.max_abs_error is None:

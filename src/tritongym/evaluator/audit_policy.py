@@ -18,8 +18,12 @@ Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1
 * tracing and new hooks: ``sys.settrace``, ``sys.setprofile``, ``sys.addaudithook``;
 * code from strings: ``compile`` and ``exec`` of code that does not come from a file;
 * replacing or reaching into code: writes to a function's ``__code__``, ``__defaults__``,
-  ``__kwdefaults__``, and reads of ``__code__``, ``__defaults__`` and ``__kwdefaults__`` (the
-  harness keeps its captured references in default arguments);
+  ``__kwdefaults__``, and reads of ``__code__``, ``__defaults__`` and ``__kwdefaults__`` of the
+  *harness's* functions (it keeps its captured references in default arguments). Reading them on
+  the candidate's own, torch's or Triton's functions is what ``inspect.signature`` does (a
+  version-compatibility idiom: "does this Triton accept that keyword?") and reaches nothing of the
+  harness, so it is allowed; a function whose code has no file (made from a string) counts as the
+  harness's;
 * imports of the modules the static gate forbids, when they are not loaded yet (CPython raises
   the import event only for a real load: a module torch already imported is reachable through
   ``sys.modules``, so what matters is that its dangerous *operations* above are refused);
@@ -29,7 +33,16 @@ Refused when the candidate is responsible (reward-hacking.md B10, D2, D4, D5, E1
 * processes and signals: ``os.kill``, ``os.fork``, ``os.exec*``, ``os.posix_spawn``,
   ``os.system``, ``subprocess.Popen``;
 * files and sockets: ``open`` and every ``socket`` event (kernels never need them; the jail
-  already confines what they could reach).
+  already confines what they could reach). One exception: a **read-only** open of the solution
+  file itself or of the problem file beside it (``/job/candidate.py``, ``/job/problem.py``). The
+  standard library and torch read a module's own source for it: ``warnings.warn`` shows the
+  source line, ``torch.library.custom_op``/``triton_op`` read the function's source, tracebacks
+  and ``inspect.getsource`` use ``linecache``. Both files are bound read-only in the jail and the
+  solution's text is the one the parent hashed, so reading them reveals nothing new. Likewise a
+  read-only open of a library's ``.py`` source file (the standard library's, or an installed
+  package's under ``site-packages``/``dist-packages``): ``torch.library.triton_op`` reads the
+  source of every function the op calls (``wrap_triton`` included) to find its kernels; that text
+  is published, and the jail binds those folders read-only.
 
 Not covered: writes to module and class attributes (CPython does not audit them: the worker's
 identity checks detect those), and closure cells. The hook itself is reachable only through the
@@ -67,6 +80,11 @@ FRAME_ATTRIBUTES = frozenset({"gi_frame", "cr_frame", "ag_frame", "tb_frame", "f
 CODE_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"})
 #: Event name prefixes refused outright.
 REFUSED_PREFIXES = ("ctypes.", "socket.", "_ctypes.")
+#: Reads of these are refused only on the harness's own functions (see the module docstring).
+HARNESS_ONLY_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+#: The file beside the solution that the candidate may read (read-only), with the solution itself.
+PROBLEM_FILE = "problem.py"
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 #: The harness's evidence modules: when they read a kernel's code they act for themselves.
@@ -92,13 +110,27 @@ def _package_root(name: str) -> str | None:
     return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
 
 
-def install(candidate_file: str, enforce: bool = True) -> list[str]:
+def read_only(mode: object, flags: object) -> bool:
+    """Whether an ``open`` audit event's mode (``io.open``: a string) or flags (``os.open``) only read."""
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and not flags & _WRITE_FLAGS
+
+
+def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...] | None = None) -> list[str]:
     """Install the policy for `candidate_file`; returns the live list of refused events.
 
     With ``enforce=False`` the events are recorded but allowed (the caller disabled the
     `forbidden_construct` check, e.g. to test that the OS sandbox alone contains them).
+    `readable`: the files the candidate may open read-only (default: the solution file and
+    ``problem.py`` beside it, the job directory's layout).
     """
     candidate = os.path.realpath(candidate_file)
+    if readable is None:
+        readable = (candidate, os.path.join(os.path.dirname(candidate), PROBLEM_FILE))
+    readable_paths = frozenset(os.path.realpath(path) for path in readable)
+    harness_root = os.path.realpath(os.path.dirname(os.path.dirname(__file__))) + os.sep  # the tritongym package
+    harness_only = HARNESS_ONLY_ATTRIBUTES
     refused: list[str] = []
     busy = [False]
     # Everything the hook consults is bound here, now: module attributes and builtins can be
@@ -108,7 +140,14 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
     introspection = INTROSPECTION_EVENTS
     _realpath, _str, _len, _any, _range, _isinstance, _getattr = (
         os.path.realpath, str, len, any, range, isinstance, getattr)
-    _bytes, _permission_error = bytes, PermissionError
+    _bytes, _permission_error, _int = bytes, PermissionError, int
+    write_flags, _function_type = _WRITE_FLAGS, type(read_only)
+
+    def _read_only(mode: object, flags: object) -> bool:  # read_only(), with everything bound here
+        if _isinstance(mode, _str):
+            return not _any(c in mode for c in "wax+")
+        return _isinstance(flags, _int) and not flags & write_flags
+
     import_machinery = frozenset({"_find_and_load", "_find_and_load_unlocked", "_load_unlocked", "_load",
                                   "_gcd_import", "_handle_fromlist", "exec_module", "_call_with_frames_removed"})
 
@@ -118,6 +157,7 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
     harness = frozenset(here + name for name in HARNESS_MODULES)
     stdlib = _stdlib_roots()
     site_markers = ("site-packages", "dist-packages")
+    site_dirs = tuple(f"{os.sep}{marker}{os.sep}" for marker in site_markers)
 
     def kind_of(name: str) -> str:
         kind = kinds.get(name)
@@ -192,9 +232,25 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
             if _isinstance(filename, _bytes):
                 filename = filename.decode(errors="replace")
             return _str(filename) if not _isinstance(filename, _str) or filename.startswith("<") else None
+        if event == "open" and _len(args) > 2 and _isinstance(args[0], (_str, _bytes)):
+            path = args[0].decode(errors="replace") if _isinstance(args[0], _bytes) else args[0]
+            if _read_only(args[1], args[2]):
+                real = _realpath(path)
+                if real in readable_paths:
+                    return None  # the solution's own text, or the problem's: bound read-only, nothing new
+                if real.endswith(".py") and (real.startswith(stdlib) or _any(m in real for m in site_dirs)):
+                    return None  # a library's published source (inspect.getsource in torch.library)
         if event in refused_events or event.startswith(refused_prefixes):
             return _str(args[0])[:120] if args and event in ("open", "subprocess.Popen", "os.system") else ""
         return None
+
+    def harness_function(target: object) -> bool:
+        """Whether `target` (whose code or defaults are read) is the harness's: refuse unless known not."""
+        if not _isinstance(target, _function_type):
+            return True  # only functions are audited this way; anything else stays refused
+        filename = target.__code__.co_filename  # audited too: the hook is busy, so it passes
+        return not _isinstance(filename, _str) or filename.startswith("<") or _realpath(filename).startswith(
+            harness_root)
 
     def hook(event: str, args: tuple, _getframe: Callable = sys._getframe,  # noqa: B008 - captured on purpose
              _candidate: str = candidate) -> None:
@@ -205,6 +261,8 @@ def install(candidate_file: str, enforce: bool = True) -> list[str]:
             return
         busy[0] = True
         try:
+            if event == "object.__getattr__" and detail in harness_only and not harness_function(args[0]):
+                return  # inspect.signature on the candidate's, torch's or Triton's functions
             if responsible_file(_getframe(1), event, event not in introspection) == _candidate:
                 refuse(event, detail)
         finally:

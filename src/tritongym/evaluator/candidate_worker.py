@@ -319,6 +319,11 @@ class CandidateWorker:
         self.recorder.install()
         # Autotuned kernels: every config is checked on the trials, no GPU needed to choose.
         self.autotune = autotune.install(interpret=self.device.type == "cpu")
+        # Inductor-style code (KernelBook, KernelLLM) imports helpers torch >= 2.9 removed
+        # (`triton_heuristics.grid`): provided on both tiers.
+        from tritongym.evaluator import inductor_compat
+
+        inductor_compat.install()
         if self.device.type == "cpu":
             # The CPU tier runs honest Triton as a GPU would: float scalar arguments and
             # libdevice functions (interpreter_fixes).

@@ -49,6 +49,8 @@ class TrialRecord:
     compute_work: tuple[int, int]
     log: dict[str, Any]
     configs: list[tuple[str, int]] = field(default_factory=list)  # (autotuned kernel, config position)
+    #: external buffers whose bytes must be shown not to matter (replayed poisoned)
+    poison: list[int] = field(default_factory=list)
 
 
 def log_error(log: Any) -> str | None:
@@ -145,10 +147,18 @@ def _external_digests(log: dict[str, Any]) -> list[tuple[str, int]]:
 
 @dataclass
 class HostOrigin:
-    """Host data a log carries that depends on the trial (elements, with examples)."""
+    """Host data a log carries that depends on the trial (elements, with examples).
+
+    `external` lists the log's external buffers (by blob number) whose bytes differ between
+    trials, and `external_elements` their share of `elements`: a buffer kept from an earlier call
+    (a cached workspace) differs too, and is host data only if its content reaches the outputs,
+    which the clean room tests by replaying with those bytes poisoned (`dead_content`).
+    """
 
     elements: int = 0
     examples: list[str] = field(default_factory=list)
+    external: list[int] = field(default_factory=list)
+    external_elements: int = 0
 
 
 def host_origin(logs: list[dict[str, Any]], position: int, same_configs: list[int] | None = None) -> HostOrigin:
@@ -183,6 +193,8 @@ def host_origin(logs: list[dict[str, Any]], position: int, same_configs: list[in
     for slot, (digest, elements) in enumerate(blobs):
         if any(slot >= len(other) or other[slot][0] != digest for other in other_blobs):
             report.elements += elements
+            report.external.append(slot)
+            report.external_elements += elements
             if len(report.examples) < 3:
                 report.examples.append(f"a tensor of unknown origin ({elements} elements) made on the host, "
                                        "different in each trial")

@@ -36,6 +36,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from tritongym import pyparse
 from tritongym.evaluator.launchlog import KERNEL_MODULES
 
 #: Builtins a kernel body may call or name (constexpr arithmetic and loops).
@@ -73,7 +74,7 @@ def value_attributes() -> frozenset[str]:
 
 def find_function(source: str, name: str, line: int) -> ast.FunctionDef:
     """The module-level or nested ``def name`` whose first line (decorators included) is `line`."""
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == name:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
@@ -276,7 +277,8 @@ def tl_dtype(name: Any) -> Any:
     raise KernelRefused(f"unknown Triton dtype {name!r}")
 
 
-#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode").
+#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode");
+#: `interpreter_fixes.removed_constructs` adds those the installed Triton removed (block pointers).
 INTERPRETER_GAPS = frozenset({"inline_asm_elementwise", "extern_elementwise"})
 
 
@@ -287,10 +289,12 @@ def interpreter_gaps(source: str) -> list[str]:
     A candidate's claim that the interpreter could not run its kernel is believed only when its
     own text uses one of these; otherwise the claim is an exception text the candidate wrote.
     """
-    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY
+    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY, removed_constructs
+
+    gaps = INTERPRETER_GAPS | removed_constructs()
 
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError:
         return []
     found = []
@@ -299,7 +303,7 @@ def interpreter_gaps(source: str) -> list[str]:
             name = node.func.attr
             owner = node.func.value
             owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if name in INTERPRETER_GAPS:
+            if name in gaps:
                 found.append(name)
             elif "libdevice" in owner_name and name not in UNARY and name not in BINARY:
                 found.append(f"libdevice.{name}")

@@ -9,11 +9,12 @@ from the hashed source) and sends back *its* outputs and the PyTorch work it exe
 (`optrace.op_work`, the measure the candidate's trace uses). The parent decides on these.
 
 Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
-``state {tensors}`` → ``state_set``; ``replay {inputs, log}`` → ``replayed {outputs, compute_ops,
+``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
 work, launches, events}`` or ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
 as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct);
-``exit``.
+``exit``. ``poison`` lists external buffers whose bytes are replaced by all-ones bytes (the
+parent's test that a buffer kept from an earlier call is dead content, not host data).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _op(name: Any) -> Any:
     if not isinstance(name, str) or not name.startswith("aten::"):
         raise Diverged(f"op {str(name)[:80]!r} is not an ATen op")
     base, _, overload = name[len("aten::"):].partition(".")
-    if not base.isidentifier() or (overload and not overload.isidentifier()) or base.startswith("__") or base in DENIED_OPS:
+    if (not base.isidentifier() or (overload and not overload.isidentifier()) or base.startswith("__")
+            or base in DENIED_OPS):
         raise Diverged(f"op {name[:80]!r} cannot be replayed")
     packet = getattr(torch.ops.aten, base, None)
     overload_fn = getattr(packet, overload or "default", None) if packet is not None else None
@@ -74,7 +76,8 @@ class Replay:
             raise Diverged("a shipped buffer is not a byte string")
         return content.to(self.device, copy=True).untyped_storage()
 
-    def load_buffers(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> None:
+    def load_buffers(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()
+                     ) -> None:
         buffers = log.get("buffers")
         blobs = log.get("blobs") or []
         if not isinstance(buffers, list) or not isinstance(blobs, list):
@@ -96,6 +99,11 @@ class Replay:
                 if not isinstance(blob, int) or not 0 <= blob < len(blobs):
                     raise Diverged("an external buffer has no bytes")
                 storage = self._bytes_storage(blobs[blob])
+                if blob in poison:
+                    # All bits set: NaN in every float format, -1 in every integer: content that
+                    # reaches the outputs shows there.
+                    torch.empty(0, dtype=torch.uint8, device=self.device).set_(
+                        storage, 0, (storage.nbytes(),), (1,)).fill_(255)
             elif kind == "new":
                 storage = None
             else:
@@ -188,8 +196,8 @@ class Replay:
                 self.bind_outputs(item, value)
 
     # -- events -----------------------------------------------------------------------------
-    def run(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> Any:
-        self.load_buffers(log, inputs)
+    def run(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()) -> Any:
+        self.load_buffers(log, inputs, poison)
         events = log.get("events")
         if not isinstance(events, list):
             raise Diverged("malformed log")
@@ -296,7 +304,10 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             if not isinstance(inputs, list):
                 raise Diverged("no inputs")
             with torch.no_grad():
-                outputs = replay.run(payload.get("log") or {}, common.tensors_in(inputs))
+                poison = payload.get("poison") or []
+                if not isinstance(poison, list) or not all(type(b) is int for b in poison):
+                    raise Diverged("malformed poison list")
+                outputs = replay.run(payload.get("log") or {}, common.tensors_in(inputs), frozenset(poison))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),

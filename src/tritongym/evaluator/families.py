@@ -12,14 +12,29 @@ inputs is ≈ 0.5). Re-running the same shapes and dtypes on perturbed inputs de
 * ``offset``: every floating input shifted by ±U(1, 3)·std of that tensor (breaks outputs that
   rely on a zero mean).
 
-Integer and boolean inputs (targets, indices, shapes) are never changed. The factors come from
-the trial's secret seed. A family is used only when the reference output stays finite on it
-(``log`` of negated positives, say, is not a test of the candidate).
+A family must keep the problem's semantics: it perturbs the data a layer computes *on*, never the
+tensors that say *how* (an honest kernel must get the same verdict on every run). Left unchanged:
+
+* integer and boolean inputs (targets, indices, packed quantised weights, boolean masks);
+* floating masks: a tensor whose values are all 0/1 (a multiplicative mask) or all 0/-inf (an
+  additive attention mask); negating or offsetting one makes a tensor no real layer has;
+* quantisation and index metadata, recognised by the name of the reference ``forward``'s
+  parameter it is passed as (`KEPT_NAMES`: scales, zero points, masks, indices, offsets, lengths).
+  Scaling an int4 layer's scales and zero points *together with* its activations moved the
+  weights far outside the 4-bit grid's range and multiplied the output by up to 64, so an honest
+  split-K fp16-atomics GEMM passed on one run and failed on the next (fp16 rounding of 64x larger
+  partial sums against a fixed absolute tolerance).
+
+The factors come from the trial's secret seed. A family is used only when the reference output
+stays finite on it (``log`` of negated positives, say, is not a test of the candidate).
 """
 
 from __future__ import annotations
 
+import inspect
 import random
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -29,8 +44,49 @@ PERTURBATION_FAMILIES = ("negated", "scaled", "offset")
 FAMILIES = (FAMILY_TASK, *PERTURBATION_FAMILIES)
 
 
+#: Name words of ``forward`` parameters that carry quantisation or index metadata, or masks.
+KEPT_NAMES = frozenset({
+    "scale", "scales", "qscale", "qscales", "zero", "zeros", "qzero", "qzeros", "zp", "zps", "zeropoint",
+    "zeropoints", "mask", "masks", "idx", "index", "indices", "perm", "offsets", "lengths", "lens", "bins",
+    "boundaries", "codebook", "lut", "absmax",
+})
+_WORD = re.compile(r"[a-z]+")
+
+
+def kept_by_name(name: str | None) -> bool:
+    """Whether a ``forward`` parameter called `name` holds metadata a family must not change."""
+    if not name:
+        return False
+    lowered = name.lower().replace("zero_point", "zeropoint")
+    return any(word in KEPT_NAMES for word in _WORD.findall(lowered))
+
+
+def is_mask(tensor: torch.Tensor) -> bool:
+    """A floating tensor whose values are all in {0, 1} or all in {0, -inf}."""
+    if tensor.numel() == 0:
+        return False
+    binary = (tensor == 0) | (tensor == 1)
+    additive = (tensor == 0) | (tensor == float("-inf"))
+    return bool(binary.all()) or bool(additive.all())
+
+
+def forward_parameter_names(model: Any) -> list[str | None]:
+    """The names of `model.forward`'s positional parameters, in order (empty when it takes ``*args``)."""
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    names: list[str | None] = []
+    for parameter in parameters:
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            names.append(parameter.name)
+        elif parameter.kind == parameter.VAR_POSITIONAL:
+            break
+    return names
+
+
 def _perturb_tensor(tensor: torch.Tensor, family: str, rng: random.Random) -> torch.Tensor:
-    if not tensor.dtype.is_floating_point:
+    if not tensor.dtype.is_floating_point or is_mask(tensor):
         return tensor
     if family == "negated":
         return -tensor
@@ -45,14 +101,24 @@ def _perturb_tensor(tensor: torch.Tensor, family: str, rng: random.Random) -> to
     raise ValueError(f"unknown input family {family!r}; expected one of {', '.join(FAMILIES)}")
 
 
-def perturb(inputs: Any, family: str, seed: int) -> Any:
-    """`inputs` (a nested list/tuple of tensors and values) under `family`, drawn from `seed`."""
+def perturb(inputs: Any, family: str, seed: int, names: Sequence[str | None] = ()) -> Any:
+    """`inputs` (a nested list/tuple of tensors and values) under `family`, drawn from `seed`.
+
+    `names`: the reference ``forward``'s parameter names, position by position (`KEPT_NAMES`
+    decides which top-level inputs stay as they are).
+    """
     if family == FAMILY_TASK:
         return inputs
     if family not in PERTURBATION_FAMILIES:
         raise ValueError(f"unknown input family {family!r}; expected one of {', '.join(FAMILIES)}")
     rng = random.Random(seed ^ 0x5EED_F00D)
+    if isinstance(inputs, list) and names:
+        kept = [kept_by_name(names[i]) if i < len(names) else False for i in range(len(inputs))]
+        return [value if keep else _walk(value, family, rng) for value, keep in zip(inputs, kept, strict=True)]
+    return _walk(inputs, family, rng)
 
+
+def _walk(inputs: Any, family: str, rng: random.Random) -> Any:
     def walk(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return _perturb_tensor(value, family, rng)

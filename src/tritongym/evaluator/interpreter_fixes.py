@@ -1,7 +1,8 @@
 """Make Triton's CPU interpreter run honest code as a GPU would (the CPU tier only).
 
-Three constructs of public kernel libraries fail under ``TRITON_INTERPRET=1`` although they
-compile and run on a GPU (found by the public-code acceptance corpus, `tests/acceptance/`):
+Five constructs of public and LLM-written kernels fail, or silently compute something else,
+under ``TRITON_INTERPRET=1`` although they compile and run on a GPU (found by the public-code
+acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter):
 
 * **Float scalar arguments are plain Python floats in the kernel.** On a GPU a ``float``
   argument is specialised as an fp32 scalar, so ``eps.to(tl.float32)`` or
@@ -16,6 +17,23 @@ compile and run on a GPU (found by the public-code acceptance corpus, `tests/acc
   module level): the interpreter swaps ``tl``'s own attributes for its implementations during a
   launch, so an alias still holds the compiler's builtin, which refuses to run outside the
   compiler. Here such aliases in a kernel's namespace are swapped too, for the launch only.
+* **bf16 ``tl.dot`` multiplies raw bits.** The interpreter stores bfloat16 values as their
+  ``uint16`` bit patterns and hands them to ``np.matmul`` as integers (a 32x32 dot of unit-scale
+  values comes out ~1e10 off): an honest bf16 attention or GEMM kernel would read as
+  ``incorrect``. Here bf16 operands are widened to fp32 (exactly: a bf16 is the top half of an
+  fp32) and multiplied with fp32 accumulation, as a GPU's tensor cores do.
+* **Comparisons are typed as their operands.** ``offs < n`` yields boolean data in a handle typed
+  ``int32``; a scalar condition (``flag > 0``) broadcast into a block then becomes int32 data, and
+  ``mask & cond`` is an int32 mask that ``tl.load`` rejects ("mask has unsupported dtype"). On a
+  GPU both are ``int1``. Here comparison results are typed ``int1``, as the language says they are.
+
+And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
+``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
+language, its compiler and its interpreter, so no tier of this Triton can run them (they compile on
+Triton <= 3.8, the GPU tier's documented target, 3.6, included). Emulating them would mean
+re-implementing a removed API and changing ``tl.load``'s signature; instead, where the installed
+Triton has removed them, a kernel that uses one ends as ``unsupported`` with the construct and the
+reason named (an ``interpreter_limit``), never as a ``runtime_error`` blamed on the kernel.
 
 Installed by the candidate worker before the candidate is imported, on the CPU tier only (a GPU
 compiles kernels for real). What is still not emulated is listed in docs/integrity.md
@@ -173,8 +191,118 @@ def _builtin_aliases() -> None:
     interpreter._patch_lang = patch_lang
 
 
+def _bf16_to_fp32(data: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (``uint16``) as fp32 values: exact, a bf16 is an fp32's top half."""
+    return (data.astype(np.uint32) << 16).view(np.float32)
+
+
+def _fp32_to_bf16(data: np.ndarray) -> np.ndarray:
+    """fp32 values as bfloat16 bit patterns, rounded to nearest even (NaN kept a quiet NaN)."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(data), np.uint16(0x7FC0), rounded)
+
+
+def _dot_operands() -> None:
+    """``tl.dot`` on bf16 operands multiplies their values with fp32 accumulation, as a GPU does."""
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_tritongym_bf16", False):
+        return
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+        if a.dtype.scalar != tl.bfloat16 and b.dtype.scalar != tl.bfloat16:
+            return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        widened = [_bf16_to_fp32(t.data) if t.dtype.scalar == tl.bfloat16 else t.data.astype(np.float32)
+                   for t in (a, b)]
+        accumulator = d.data if d.dtype.scalar != tl.bfloat16 else _bf16_to_fp32(d.data)
+        product = np.matmul(widened[0], widened[1], dtype=np.float32) + accumulator.astype(np.float32)
+        if d.dtype.scalar == tl.bfloat16:
+            return interpreter.TensorHandle(_fp32_to_bf16(product), d.dtype.scalar)
+        return interpreter.TensorHandle(product.astype(d.data.dtype, copy=False), d.dtype.scalar)
+
+    create_dot._tritongym_bf16 = True  # type: ignore[attr-defined]
+    builder.create_dot = create_dot
+
+
+#: The interpreter builder's comparison methods (integer and float, ordered and unordered).
+COMPARISONS = tuple(f"create_icmp{p}" for p in ("SLE", "SLT", "SGE", "SGT", "ULE", "ULT", "UGE", "UGT", "EQ", "NE")) \
+    + tuple(f"create_fcmp{p}" for p in ("OLT", "OGT", "OLE", "OGE", "OEQ", "ONE", "ULT", "UGT", "ULE", "UGE",
+                                         "UEQ", "UNE"))
+
+
+def _comparisons_int1() -> None:
+    """Comparison results are ``int1`` handles (bool data), so masks combined with ``&`` stay masks."""
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    for name in COMPARISONS:
+        original = getattr(builder, name, None)
+        if original is None or getattr(original, "_tritongym_int1", False):
+            continue
+
+        def compare(self: Any, lhs: Any, rhs: Any, _original: Any = original) -> Any:
+            result = _original(self, lhs, rhs)
+            return interpreter.TensorHandle(np.asarray(result.data, dtype=bool), tl.int1)
+
+        compare._tritongym_int1 = True  # type: ignore[attr-defined]
+        setattr(builder, name, compare)
+
+
+#: The message of a block-pointer call on a Triton without block pointers (the worker's
+#: "not supported in interpreter mode" test turns it into status ``unsupported``).
+BLOCK_POINTERS_REMOVED = (
+    "tl.{name} is not supported in interpreter mode with the installed Triton {version}, which removed block "
+    "pointers (they run on Triton <= 3.8; Triton's replacement is tl.make_tensor_descriptor)")
+
+
+def block_pointers_removed() -> bool:
+    """Whether the installed Triton has removed block pointers (3.9 keeps a stub that raises)."""
+    from triton.language import core
+
+    function = getattr(core, "make_block_ptr", None)
+    return function is None or getattr(function, "_tritongym_removed", False) or \
+        "removed" in (getattr(function, "__doc__", "") or "")
+
+
+def removed_constructs() -> frozenset[str]:
+    """The ``tl`` functions the installed Triton has removed (a kernel calling one is ``unsupported``)."""
+    return frozenset({"make_block_ptr", "advance"}) if block_pointers_removed() else frozenset()
+
+
+def _name_removed_block_pointers() -> None:
+    """On a Triton without block pointers, their stubs say so in the interpreter's own terms."""
+    import triton
+    from triton import language as tl
+    from triton.language import core
+
+    if not block_pointers_removed() or getattr(getattr(tl, "make_block_ptr", None), "_tritongym_removed", False):
+        return
+    for name in ("make_block_ptr", "advance"):
+        def removed(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            raise NotImplementedError(BLOCK_POINTERS_REMOVED.format(name=_name, version=triton.__version__))
+
+        removed.__name__ = removed.__qualname__ = name
+        removed.__module__ = "triton.language.core"  # what it stands for: that module's (removed) function
+        removed._tritongym_removed = True  # type: ignore[attr-defined]
+        setattr(core, name, removed)
+        setattr(tl, name, removed)
+
+
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
+    from tritongym.evaluator import inductor_compat
+
+    # Not an interpreter gap but the same kind of fix, applied here so the CPU tier has it; the
+    # worker also installs it on its own for the GPU tier (it is idempotent).
+    inductor_compat.install()
     _float_arguments()
     _libdevice()
     _builtin_aliases()
+    _dot_operands()
+    _comparisons_int1()
+    _name_removed_block_pointers()

@@ -33,12 +33,11 @@ from typing import Any, Protocol
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, SolutionError, TritongymError
-from tritongym.evaluator import checks, cleanroom, measurement, trivial
+from tritongym.evaluator import checks, cleanroom, launchlog, measurement, trivial
 from tritongym.evaluator.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
 from tritongym.evaluator.compare import compare_outputs
-from tritongym.evaluator import launchlog
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
@@ -268,14 +267,18 @@ class _Evaluation:
             carried = cleanroom.host_origin(logs, position, same_configs=[
                 i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
                 else None)
-            if carried.elements > checks.HOST_READ_BUDGET:
+            if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
+                    carried.elements - carried.external_elements <= checks.HOST_READ_BUDGET):
+                record.poison = carried.external  # decided by a poisoned replay below
+            elif carried.elements > checks.HOST_READ_BUDGET:
                 self.add_violation(Violation(
                     ViolationCode.HOST_COMPUTE,
                     f"trial {record.index}: the forward's launches and ops carry {carried.elements} values computed "
                     f"on the host from this trial's inputs (budget {checks.HOST_READ_BUDGET}): "
                     f"{'; '.join(carried.examples)}. Compute on the device, in the solution's kernels"))
                 return
-        chosen = cleanroom.choose_replays(self.records)
+        chosen = sorted(set(cleanroom.choose_replays(self.records))
+                        | {i for i, record in enumerate(self.records) if record.poison})
         room = start_room()
         phase = "start"
         try:
@@ -294,6 +297,8 @@ class _Evaluation:
                 payload = self._expect_room(reply, "replayed")
                 if not self._judge_replay(record, payload):
                     return
+                if record.poison and not self._dead_content(room, record, payload):
+                    return
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
                                   f"the {self.options.timeout:g} s budget ({phase})") from exc
@@ -309,6 +314,23 @@ class _Evaluation:
             room.process.release()
             room.channel.close()
 
+    def _dead_content(self, room: WorkerHandle, record: cleanroom.TrialRecord, replayed: dict[str, Any]) -> bool:
+        """Buffers kept from an earlier call (a cached workspace) differ between trials like host
+        data would; they are host data only if their bytes reach the outputs. Replayed with those
+        bytes poisoned, the outputs must not change."""
+        reply = room.request("replay", {"inputs": record.inputs, "log": record.log, "poison": record.poison})
+        if reply.kind == "replayed" and isinstance(reply.payload, dict):
+            same = compare_outputs(replayed.get("outputs"), reply.payload.get("outputs"), self.options.tolerance_for)
+            if same.passed:
+                return True
+        self.add_violation(Violation(
+            ViolationCode.HOST_COMPUTE,
+            f"trial {record.index}: tensors of unknown origin (made on the host, or kept from an earlier call) "
+            "carry data that differs between trials and reaches the outputs: replayed with their bytes "
+            "replaced, the outputs change. Compute from this call's inputs on the device, in the solution's "
+            "kernels"))
+        return False
+
     def _expect_room(self, message: Message, kind: str) -> dict[str, Any]:
         if message.kind == "error" and isinstance(message.payload, dict):
             raise EvaluatorError(f"the clean room failed: {str(message.payload.get('message'))[:500]}")
@@ -319,11 +341,7 @@ class _Evaluation:
     def _room_error(self, record: cleanroom.TrialRecord, payload: Any) -> None:
         payload = payload if isinstance(payload, dict) else {}
         kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
-        if kind == "unsupported" and not interpreter_gaps(self.solution_source):
-            # The candidate's process says "not supported in interpreter mode", but its kernels use
-            # no construct the interpreter lacks: an exception text is not evidence.
-            return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
-        if kind == "unsupported":
+        if kind == "unsupported":  # measured by the clean room's own interpreter: believed
             notice = Notice(NoticeCode.INTERPRETER_LIMIT,
                             "the CPU interpreter cannot run a construct this candidate uses (measured in the clean "
                             "room); this is a limit of the CPU tier, not a verdict on the kernel's correctness: "
@@ -426,6 +444,7 @@ class _Evaluation:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         outputs = reply.get("outputs")
         comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)
+        comparison = trivial.review_family_trial(comparison, trial, outputs, self.options)
         message = comparison.message
         for kernel, _config, position, count in evidence.autotune:
             self.autotune_checked.setdefault(kernel, (set(), count))[0].add(position)
@@ -453,7 +472,8 @@ class _Evaluation:
                         self.notices.append(notice)
                 else:
                     violation = trivial.check_precision(trial.expected, outputs, trial.truth,
-                                                        self.options.precision_factor, self.options.precision_floor)
+                                                        self.options.precision_factor, self.options.precision_floor,
+                                                        self.solution_source)
                     if violation is not None and self.options.precision_policy == "reject":
                         self.add_violation(violation)
                     elif violation is not None:
@@ -519,6 +539,7 @@ class _Evaluation:
             sandbox=self.sandbox,
             problem_id=self.problem.problem_id,
             problem_hash=self.problem.content_hash,
+            problem_size=self.problem.size,
             solution_hash=normalized_source_hash(self.solution_source),
             duration_s=round(time.monotonic() - started, 3),
             candidate_log=candidate.log_tail() if candidate is not None else "",

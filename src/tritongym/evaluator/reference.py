@@ -1,8 +1,15 @@
 """`ReferenceRunner`: a problem's reference model in a worker process of its own.
 
 The parent uses it for expected outputs; the task audit uses it to study problems. The problem's
-code runs only in the worker, so a problem that crashes, hangs or exhausts memory fails there and
-surfaces as `ProblemError`, never in the caller's process.
+code runs only in the worker, so a problem that raises, hangs or sends garbage fails there and
+surfaces as `ProblemError`, never in the caller's process. A worker that dies (killed, out of
+memory, its fork server gone) raises `ReferenceWorkerLost`, a `ProblemError` the execution layer
+retries once on a new worker: the death may be the machine's doing, not the problem's.
+
+Problem code from this machine (a file, a built-in, a dataset the operator loaded) is trusted and
+runs unjailed. Problem code a client sent (the service's ``problem.source``, KernelGYM's
+``reference_code``) is not: with ``jailed=True`` the worker gets the candidate's jail (bubblewrap,
+no ``/proc``, no network, seccomp, no capabilities, rlimits), and its frames are size-bounded.
 """
 
 from __future__ import annotations
@@ -21,6 +28,23 @@ from tritongym.evaluator.channel import Channel, ChannelClosed, Message, Protoco
 from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, spawn_worker
 from tritongym.tasks.problem import Problem
+
+#: Caps of a jailed reference worker. The address-space cap is a backstop on a CPU (torch reserves
+#: large ranges, and a KernelBench reference computes a float64 truth beside its float32 output);
+#: the pool's reference cgroup is the real memory cap. Processes: every thread counts, and the
+#: count is shared by the references of one jail.
+JAILED_REFERENCE_LIMITS = ResourceLimits(memory_bytes=32 << 30, max_processes=4096, max_open_files=1024,
+                                         max_file_bytes=64 << 20, job_dir_bytes=256 << 20)
+#: Largest frame a jailed reference may send (a trusted one: no bound but memory). KernelBench's
+#: largest inputs and outputs are a few GiB; a client's problem must not grow the server without end.
+JAILED_REFERENCE_MAX_FRAME = 16 << 30
+
+
+class ReferenceWorkerLost(ProblemError):
+    """The reference worker died (killed, out of memory, its fork server gone) instead of answering.
+
+    Not necessarily the problem's fault: the execution layer replaces the worker and runs the job
+    once more, and reports a second loss as an `EvaluatorError`."""
 
 
 @dataclass
@@ -46,27 +70,38 @@ class ReferenceRunner:
         memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
         threads: torch's CPU threads in the worker (None: torch's default, the core count).
         spawner: starts the worker (`sandbox.spawn_worker`'s signature; default: a fresh process;
-            the execution layer passes a trusted fork server's ``start``).
+            the execution layer passes a fork server's ``start``).
+        jailed: run the problem's code in the candidate's jail (client-sent problem code); the
+            spawner must then jail it too (a jailed fork server's, or the default).
 
     Use as a context manager, or call `close()`.
     """
 
     def __init__(self, problem: Problem, device: str = "cpu", timeout: float = 600.0,
                  memory_limit_bytes: int | None = None, threads: int | None = None,
-                 spawner: Any = None) -> None:
+                 spawner: Any = None, jailed: bool = False) -> None:
         self.problem = problem
         self.device = device
         self.timeout = timeout
+        self.jailed = jailed
         self._dir = Path(tempfile.mkdtemp(prefix="tritongym-ref-"))
-        source = self._dir / "problem.py"
+        # The job folder holds the problem only: a jail shows all of it, read-only, at /job.
+        job = self._dir / "job"
+        job.mkdir()
+        source = job / "problem.py"
         source.write_text(problem.source, encoding="utf-8")
+        if jailed:
+            limits = JAILED_REFERENCE_LIMITS
+            if memory_limit_bytes is not None:
+                limits = ResourceLimits(**{**limits.__dict__, "memory_bytes": memory_limit_bytes})
+        else:
+            limits = ResourceLimits(memory_bytes=memory_limit_bytes, max_processes=None)
         parent_end, child_end = socket.socketpair()
         try:
             self.process: WorkerProcess = (spawner or spawn_worker)(
-                "tritongym.evaluator.reference_worker", str(source), device=device, mode="none",
-                job_dir=self._dir, log_path=self._dir / "reference.log", channel_fd=child_end.fileno(),
-                token=secrets.token_hex(12), limits=ResourceLimits(memory_bytes=memory_limit_bytes,
-                                                                   max_processes=None),
+                "tritongym.evaluator.reference_worker", str(source), device=device,
+                mode="bwrap" if jailed else "none", job_dir=job, log_path=self._dir / "reference.log",
+                channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
                 interpret=device == "cpu", threads=threads,
             )
         except BaseException:
@@ -75,9 +110,9 @@ class ReferenceRunner:
             raise
         finally:
             child_end.close()
-        # The reference is trusted and its outputs can be gigabytes (KernelBench sizes on a GPU): no
-        # frame bound beyond memory itself (buffers still grow only as bytes arrive).
-        self.channel = Channel(parent_end, max_message_bytes=1 << 40)
+        # Outputs can be gigabytes (KernelBench sizes on a GPU): a trusted reference has no frame
+        # bound beyond memory itself (buffers still grow only as bytes arrive); a client's is capped.
+        self.channel = Channel(parent_end, max_message_bytes=JAILED_REFERENCE_MAX_FRAME if jailed else 1 << 40)
         self.seconds_spent = 0.0
         #: On a GPU, what the worker set for float32 (TF32 off), from its ``ready`` reply.
         self.fp32_note: str | None = None
@@ -109,9 +144,15 @@ class ReferenceRunner:
                 f"problem {name}: the reference took longer than {self.timeout:g} s ({kind}); the task may be "
                 "too large for this device: raise reference_timeout or shrink it"
             ) from exc
-        except (ChannelClosed, ProtocolError, OSError) as exc:
+        except ProtocolError as exc:
             reason = self.process.wait_exit(grace=2.0)
             raise ProblemError(
+                f"problem {name}: the reference worker sent a malformed reply during {kind} ({reason}): {exc}\n"
+                f"{self.process.log_tail(2000)}"
+            ) from exc
+        except (ChannelClosed, OSError) as exc:
+            reason = self.process.wait_exit(grace=2.0)
+            raise ReferenceWorkerLost(
                 f"problem {name}: the reference worker died during {kind} ({reason}): {exc}\n"
                 f"{self.process.log_tail(2000)}"
             ) from exc

@@ -31,7 +31,7 @@ import torch
 from tritongym.evaluator import worker_common as common
 from tritongym.evaluator.channel import Channel
 from tritongym.evaluator.device import pin_ieee_fp32, probe_device, tf32_enabled
-from tritongym.evaluator.families import all_finite, perturb
+from tritongym.evaluator.families import all_finite, forward_parameter_names, perturb
 from tritongym.evaluator.optrace import OpTrace
 from tritongym.evaluator.plausibility import DENSE_MATMUL_OPS
 from tritongym.evaluator.timing import (
@@ -52,6 +52,7 @@ class ReferenceWorker:
         self.model = None
         self.model64: torch.nn.Module | None = None
         self.model64_error: str | None = None
+        self.input_names: list[str | None] = []
         self.timing: TimingSession | None = None
         self.timer: RepTimer | None = None
         self.measured: dict[str, float] | None = None
@@ -72,6 +73,9 @@ class ReferenceWorker:
         common.seed_everything(weight_seed)
         model = self.module.Model(*common.to_device(args, self.device), **common.to_device(kwargs, self.device))
         self.model = model.to(self.device)
+        # Input families keep metadata (scales, zero points, masks, indices) as it is, by the
+        # name of the forward parameter it is passed as.
+        self.input_names = forward_parameter_names(self.model)
         if self.device.type == "cuda":
             # Before the candidate's trials: its allocations cannot starve these later.
             self.timer = RepTimer(self.device)
@@ -87,7 +91,7 @@ class ReferenceWorker:
         inputs = self.module.get_inputs()
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"get_inputs() must return a list, got {type(inputs).__name__}")
-        inputs = perturb(list(inputs), family, seed)
+        inputs = perturb(list(inputs), family, seed, names=self.input_names)
         # The model gets its own copies: a reference that writes into its inputs must not
         # change what the candidate receives.
         device_inputs = common.to_device(inputs, self.device, copy=True)

@@ -56,7 +56,7 @@ class ViolationCode(_StrEnum):
     IMPLAUSIBLE_SPEEDUP = "implausible_speedup"  # faster than the bytes it must move allow (physics floor)
     HOST_COMPUTE = "host_compute"  # input-derived values were read on the host beyond the scalar budget
     PYTHON_IN_KERNEL = "python_in_kernel"  # a kernel body or argument is plain Python, not Triton
-    EVIDENCE_MISMATCH = "evidence_mismatch"  # the clean room's re-execution of the forward's log did not give its outputs
+    EVIDENCE_MISMATCH = "evidence_mismatch"  # the clean room's replay of the forward's log did not give its outputs
     UNREPLAYABLE = "unreplayable"  # the forward did something its log cannot describe for the clean room
 
 
@@ -187,6 +187,8 @@ class EvalResult:
     sandbox: str = "none"
     problem_id: str | None = None
     problem_hash: str | None = None
+    #: ``cpu`` when the problem is a CPU-size variant (`tritongym.tasks.sizing`), else ``original``.
+    problem_size: str = "original"
     solution_hash: str | None = None
     duration_s: float = 0.0
     candidate_log: str = ""
@@ -233,6 +235,7 @@ class EvalResult:
             sandbox=data.get("sandbox", "none"),
             problem_id=data.get("problem_id"),
             problem_hash=data.get("problem_hash"),
+            problem_size=str(data.get("problem_size") or "original"),
             solution_hash=data.get("solution_hash"),
             duration_s=float(data.get("duration_s", 0.0)),
             candidate_log=data.get("candidate_log", ""),
@@ -251,15 +254,21 @@ class EvalResult:
     def _summary_text(self) -> str:
         lines = [f"status: {self.status}   reward: {self.reward:.3f}   device: {self.device}   sandbox: {self.sandbox}"]
         if self.problem_id:
-            lines.append(f"problem: {self.problem_id}")
+            size = " (CPU size)" if self.problem_size == "cpu" else ""
+            lines.append(f"problem: {self.problem_id}{size}")
         if self.error:
             lines.append("error: " + self.error.strip().replace("\n", "\n       "))
         for violation in self.violations:
             lines.append(f"violation [{violation.code}]: {violation.message}")
         if self.trials:
             passed = sum(t.passed for t in self.trials)
-            worst = max((t.max_abs_error or 0.0) for t in self.trials)
-            lines.append(f"trials: {passed}/{len(self.trials)} passed, max abs error {worst:.3g}")
+            # A trial whose outputs could not be compared (shape or dtype mismatch) has no error value:
+            # say so instead of printing 0.
+            errors = [t.max_abs_error for t in self.trials if t.max_abs_error is not None]
+            worst = f"{max(errors):.3g}" if errors else "n/a"
+            uncompared = sum(t.max_abs_error is None and not t.passed for t in self.trials)
+            note = f" ({uncompared} not comparable, see below)" if uncompared else ""
+            lines.append(f"trials: {passed}/{len(self.trials)} passed, max abs error {worst}{note}")
         for trial in self.trials:
             if not trial.passed and trial.message:
                 lines.append(f"  trial {trial.index} ({trial.family}): {trial.message}")

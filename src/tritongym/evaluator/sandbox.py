@@ -368,8 +368,21 @@ class WorkerProcess:
         return log_tail(self.log_path, limit)
 
 
+#: Lines every jailed worker's log carries that say nothing about the candidate: PyTorch's cpuinfo
+#: cannot read /proc/cpuinfo inside the jail (no /proc mounted) and says so on import. A user reads
+#: it as an error of their kernel, so it is dropped from the log a result returns.
+JAIL_ARTEFACTS = frozenset({
+    "Error in cpuinfo: failed to parse processor information from /proc/cpuinfo",
+})
+
+
+def _without_artefacts(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if line.rstrip("\r\n") not in JAIL_ARTEFACTS)
+
+
 def log_tail(path: Path, limit: int = 4000) -> str:
-    """The last `limit` bytes of a worker's log as text ("" when it cannot be read)."""
+    """The last `limit` bytes of a worker's log as text ("" when it cannot be read), without the
+    jail's `JAIL_ARTEFACTS` lines."""
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -378,7 +391,7 @@ def log_tail(path: Path, limit: int = 4000) -> str:
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return ("…" if size > limit else "") + text
+    return ("…" if size > limit else "") + _without_artefacts(text)
 
 
 def sweep_processes(token: str) -> int:

@@ -10,7 +10,7 @@ and what ``importlib``, ``operator``, ``types``, ``functools``, ``packaging`` or
 
 Each rule names the attack it stops (reward-hacking.md ids; docs/integrity.md has the table):
 
-* ``gc``, ``inspect``, ``ctypes``/``cffi``, frame and code attributes (``sys._getframe``,
+* ``gc``, ``ctypes``/``cffi``, frame and code attributes (``sys._getframe``,
   ``f_back``, ``f_locals``, ``__globals__``, ``__code__``, ``__closure__``, ``__defaults__``,
   ``cell_contents``...), numpy's raw-memory array interface: reaching the harness's objects or
   memory (B10, D4, E3);
@@ -21,11 +21,21 @@ Each rule names the attack it stops (reward-hacking.md ids; docs/integrity.md ha
   harness's channel, killing the evaluator (D2, E1, E2);
 * monkeypatching: assigning to an attribute of an imported module (``torch.allclose = ...``,
   ``time.perf_counter = ...``), ``setattr``/``delattr`` on one, ``sys.modules`` (D4, E3);
-* borrowed kernels and global knobs: ``torch.compile``, ``torch._dynamo``/``_inductor``,
+* borrowed kernels and global knobs: ``torch.compile``, ``torch._dynamo``, Inductor's compiler
+  and code generator (``torch._inductor`` except the runtime helpers below),
   ``torch.utils.cpp_extension``, ``set_float32_matmul_precision``, CUDA streams and graphs (A5, B6,
   D1);
 * switching torch's mode handling (``_disable_current_modes``, ``DisableTorchFunction`` and the
   mode-stack functions): blinding the op and host-read traces (E5).
+
+Not refused by spelling, because honest code written the way LLMs and libraries write it uses them
+and they borrow no kernel: ``inspect`` (``inspect.signature`` as a version-compatibility check;
+what ``inspect`` could do against the harness, frame walks and reading the harness's defaults, is
+refused at run time), and Inductor's *runtime helpers* that Inductor-generated and KernelBook /
+KernelLLM-style kernels import (`INDUCTOR_RUNTIME`): ``triton_helpers`` (``@triton.jit`` helpers
+such as ``max2``, ``maximum``, ``welford_reduce``, and the ``libdevice``/``math`` aliases),
+``triton_heuristics.grid`` (a grid helper), ``hints`` (enums) and ``extern_kernels`` (a table of
+ATen ops: work done through it is PyTorch work, which the op trace counts).
 
 Static rules are evaded by spelling (string-built names), so they are never the only defence:
 the run-time policy, the evidence checks and the sandbox decide; a static rule names an attack
@@ -38,15 +48,30 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from tritongym import pyparse
 from tritongym.tasks.problem import defined_names
 
 #: Modules no kernel solution needs; importing one is a violation.
 FORBIDDEN_MODULES = frozenset({
-    "ctypes", "cffi", "gc", "inspect", "threading", "_thread", "multiprocessing", "concurrent", "subprocess",
+    "ctypes", "cffi", "gc", "threading", "_thread", "multiprocessing", "concurrent", "subprocess",
     "socket", "signal", "builtins", "marshal", "pickle", "dill", "pty", "fcntl", "mmap", "resource", "code",
     "codeop", "tracemalloc", "faulthandler", "pdb", "bdb", "torch._dynamo", "torch._inductor",
     "torch.utils.cpp_extension", "torch.utils._python_dispatch", "cuda", "cupy", "numba", "pycuda",
 })
+#: Inductor's runtime helpers: Triton helpers and aliases, a grid helper, enums, the ATen-op table.
+#: They hold no compiled kernel and run no code generator, so `torch._inductor` allows them (and
+#: the packages above them when imported *from*: ``from torch._inductor.runtime import triton_helpers``).
+INDUCTOR_RUNTIME = (
+    "torch._inductor.runtime.triton_helpers", "torch._inductor.runtime.triton_heuristics.grid",
+    "torch._inductor.runtime.hints", "torch._inductor.select_algorithm.extern_kernels",
+)
+
+
+def inductor_runtime(dotted: str) -> bool:
+    """Whether `dotted` names one of Inductor's runtime helpers (or something inside one)."""
+    return any(dotted == allowed or dotted.startswith(allowed + ".") for allowed in INDUCTOR_RUNTIME)
+
+
 #: Built-in functions that execute code from strings or reach harness state.
 FORBIDDEN_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "open"})
 #: Attribute names that reach frames, code objects, closures or raw memory.
@@ -130,6 +155,13 @@ def _dotted(node: ast.expr) -> str:
     return ".".join(reversed(parts))
 
 
+def _plain_chain(node: ast.expr) -> bool:
+    """Whether `node` is only names and attributes (``a.b.c``), no call or subscript inside."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
 def _is_triton_jit(name: str) -> bool:
     """``triton.jit`` after import aliases are resolved (``import triton as tr`` → ``tr.jit``)."""
     return name in ("jit", "triton.jit", "triton.language.jit", "triton.runtime.jit", "triton.runtime.jit.jit")
@@ -162,15 +194,20 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        self._check_module(node, module)
+        fulls = [f"{module}.{alias.name}" if module else alias.name for alias in node.names]
+        if not (fulls and all(inductor_runtime(full) for full in fulls)):
+            # `from torch._inductor.runtime import triton_helpers` names an allowed helper; the
+            # package it comes from is judged by what is imported from it.
+            self._check_module(node, module)
         self.uses_triton |= module.split(".")[0] == "triton"
-        for alias in node.names:
-            full = f"{module}.{alias.name}" if module else alias.name
+        for alias, full in zip(node.names, fulls, strict=True):
             self.aliases[alias.asname or alias.name] = full
             self._check_module(node, full)
             self._check_dotted(node, full)
 
     def _check_module(self, node: ast.AST, name: str) -> None:
+        if inductor_runtime(name):
+            return
         parts = name.split(".")
         for i in range(1, len(parts) + 1):
             if ".".join(parts[:i]) in FORBIDDEN_MODULES:
@@ -178,6 +215,8 @@ class _Scanner(ast.NodeVisitor):
                 return
 
     def _check_dotted(self, node: ast.AST, dotted: str) -> None:
+        if inductor_runtime(dotted):
+            return
         for forbidden, why in FORBIDDEN_DOTTED.items():
             if dotted == forbidden or dotted.startswith(forbidden + "."):
                 self.note(node, f"uses {forbidden} ({why})")
@@ -188,7 +227,10 @@ class _Scanner(ast.NodeVisitor):
             self.note(node, f"accesses .{node.attr}")
         dotted = _dotted(node)
         if dotted:
-            self._check_dotted(node, self.resolve(dotted))
+            resolved = self.resolve(dotted)
+            if inductor_runtime(resolved) and _plain_chain(node):
+                return  # `torch._inductor.runtime.triton_helpers.max2`: its prefixes are not uses
+            self._check_dotted(node, resolved)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -251,7 +293,7 @@ class _Scanner(ast.NodeVisitor):
 def inspect_source(source: str) -> StaticReport:
     """Parse `source` and report what it defines and which forbidden constructs it uses."""
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}", uses_triton=False)

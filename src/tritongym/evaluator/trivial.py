@@ -22,15 +22,43 @@ tolerance. The reference worker also evaluates the model in float64 (the truth);
 error must stay within ``factor`` times the float32 reference's own error plus a floor:
 
     violation if rel(candidate, truth) > factor · rel(expected, truth) + floor
+
+**On the perturbed input families both findings are a wrong answer, not a cheat** (`review_family_trial`).
+A kernel that is exact on the task's own inputs and collapses on, say, negated ones computes a
+different function there (a ReLU submitted for LeakyReLU(0.01) outputs zeros for negative inputs,
+within atol = 1e-2 of 0.01·x). Labelling that ``trivial_output`` + ``precision_downgrade`` told a
+model it had cheated, with advice about constructs it did not use. So on a family trial the
+findings fail the trial (status ``incorrect``) with where and by how much it is off against the
+float64 evaluation; on the task's own inputs they stay integrity findings, which is where the
+degenerate-task exploits live (zeros for tiny outputs, a constant for a loss, subsampling).
+Hints name only constructs the solution uses (`precision_hint`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import ast
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tritongym import pyparse
+from tritongym.evaluator.compare import Comparison
+from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.result import Violation, ViolationCode
+
+if TYPE_CHECKING:
+    from tritongym.evaluator.options import EvalOptions
+    from tritongym.evaluator.reference import ReferenceTrial
+
+#: Marks a trial that failed although every element was within the tolerance (feedback shows it).
+HIDDEN_BY_TOLERANCE = "within the per-element tolerance only because"
+#: What each perturbed family changed, and where to look, for a trial that failed on it.
+FAMILY_INPUTS = {
+    "negated": ("the negated inputs", "check the branch it takes for negative values"),
+    "scaled": ("inputs 2-8x larger than get_inputs() gives", "check constants and clamps tied to a scale"),
+    "offset": ("inputs shifted by 1-3 standard deviations", "check code that assumes zero-mean inputs"),
+}
 
 
 def float_leaves(value: Any) -> list[torch.Tensor]:
@@ -115,9 +143,10 @@ def trivial_predictions(expected: list[torch.Tensor], inputs: list[Any],
     return predictors
 
 
-def check_beats_trivial(expected: Any, actual: Any, inputs: list[Any],
-                        previous_mean: list[torch.Tensor] | None, margin: float) -> Violation | None:
-    """`ViolationCode.TRIVIAL_OUTPUT` when the candidate is not clearly better than a trivial output."""
+def trivial_match(expected: Any, actual: Any, inputs: list[Any], previous_mean: list[torch.Tensor] | None,
+                  margin: float) -> tuple[str, float, float] | None:
+    """(predictor, candidate error, predictor error) for the first trivial output the candidate does
+    not clearly beat, else None."""
     expected_leaves = float_leaves(expected)
     actual_leaves = float_leaves(actual)
     if not expected_leaves or not same_shapes(expected_leaves, actual_leaves):
@@ -128,17 +157,81 @@ def check_beats_trivial(expected: Any, actual: Any, inputs: list[Any],
         if trivial_error == 0.0:
             continue  # the predictor is exact: the outputs carry no information to test against
         if candidate_error > margin * trivial_error:
-            return Violation(
-                ViolationCode.TRIVIAL_OUTPUT,
-                f"the output is not clearly closer to the reference than a trivial output ({name}): relative "
-                f"L2 error {candidate_error:.3g} vs {trivial_error:.3g} for the trivial output (must be at most "
-                f"{margin:g}x); compute the actual result",
-            )
+            return name, candidate_error, trivial_error
     return None
 
 
-def check_precision(expected: Any, actual: Any, truth: Any, factor: float, floor: float) -> Violation | None:
-    """`ViolationCode.PRECISION_DOWNGRADE` when the candidate is far less accurate than float32."""
+def check_beats_trivial(expected: Any, actual: Any, inputs: list[Any],
+                        previous_mean: list[torch.Tensor] | None, margin: float) -> Violation | None:
+    """`ViolationCode.TRIVIAL_OUTPUT` when the candidate is not clearly better than a trivial output."""
+    match = trivial_match(expected, actual, inputs, previous_mean, margin)
+    if match is None:
+        return None
+    name, candidate_error, trivial_error = match
+    return Violation(
+        ViolationCode.TRIVIAL_OUTPUT,
+        f"the output is not clearly closer to the reference than a trivial output ({name}): relative "
+        f"L2 error {candidate_error:.3g} vs {trivial_error:.3g} for the trivial output (must be at most "
+        f"{margin:g}x); compute the actual result",
+    )
+
+
+def _calls_dot_without_ieee(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if name != "dot":
+                continue
+            keywords = {k.arg: k.value for k in node.keywords}
+            ieee = isinstance(keywords.get("input_precision"), ast.Constant) and \
+                keywords["input_precision"].value == "ieee"
+            no_tf32 = isinstance(keywords.get("allow_tf32"), ast.Constant) and keywords["allow_tf32"].value is False
+            if not (ieee or no_tf32):
+                return True
+    return False
+
+
+#: Spellings of a half-precision type or cast in a solution.
+HALF_NAMES = frozenset({"float16", "bfloat16", "half", "fp16", "bf16"})
+
+
+def _uses_half(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in HALF_NAMES:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in HALF_NAMES:
+            return True
+    return False
+
+
+def precision_hint(source: str | None) -> str:
+    """What to change for a precision finding, naming only constructs `source` uses.
+
+    Without a source (or when it uses neither construct) the hint names none.
+    """
+    advice = []
+    try:
+        tree = pyparse.parse(source) if source else None
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None and _calls_dot_without_ieee(tree):
+        advice.append("your tl.dot calls use the default input precision (TF32 on a GPU for float32 inputs): "
+                      "pass input_precision='ieee'")
+    if tree is not None and _uses_half(tree):
+        advice.append("your code uses float16/bfloat16: keep the task's float32 for loads, arithmetic and "
+                      "accumulators")
+    if not advice:
+        advice.append("compute and accumulate in the task's precision")
+    return "; ".join(advice)
+
+
+def check_precision(expected: Any, actual: Any, truth: Any, factor: float, floor: float,
+                    source: str | None = None) -> Violation | None:
+    """`ViolationCode.PRECISION_DOWNGRADE` when the candidate is far less accurate than float32.
+
+    `source` (the solution's text) lets the hint name the constructs the code uses; without it the
+    hint names none.
+    """
     truth_leaves = float_leaves(truth)
     expected_leaves = float_leaves(expected)
     actual_leaves = float_leaves(actual)
@@ -150,8 +243,73 @@ def check_precision(expected: Any, actual: Any, truth: Any, factor: float, floor
         return Violation(
             ViolationCode.PRECISION_DOWNGRADE,
             f"the output is much less accurate than the float32 reference (relative error to a float64 "
-            f"evaluation {candidate_error:.3g} vs {reference_error:.3g} for the reference); compute in the "
-            "task's precision (for float32 tl.dot pass input_precision='ieee' instead of the TF32 default, and "
-            "do not cast to float16/bfloat16)",
+            f"evaluation {candidate_error:.3g} vs {reference_error:.3g} for the reference); {precision_hint(source)}",
         )
     return None
+
+
+def _worst_positions(actual: list[torch.Tensor], truth: list[torch.Tensor], count: int = 3) -> str:
+    """The output and positions with the largest absolute errors against the truth."""
+    best: tuple[float, int] | None = None
+    for index, (y, t) in enumerate(zip(actual, truth, strict=True)):
+        diff = (y.detach().to(torch.float64) - t.detach().to(torch.float64)).abs().nan_to_num(nan=float("inf"))
+        top = float(diff.max()) if diff.numel() else 0.0
+        if best is None or top > best[0]:
+            best = (top, index)
+    if best is None:
+        return ""
+    y, t = actual[best[1]], truth[best[1]]
+    diff = (y.detach().to(torch.float64) - t.detach().to(torch.float64)).abs().nan_to_num(nan=float("inf"))
+    flat = torch.argsort(-diff.reshape(-1), stable=True)[:count].tolist()
+    positions = []
+    for where in flat:
+        coords = []
+        for size in reversed(diff.shape):
+            coords.append(where % size)
+            where //= size
+        positions.append(str(tuple(reversed(coords))))
+    name = "output" if len(actual) == 1 else f"output {best[1]}"
+    return f"; largest errors in {name} at {', '.join(positions)} (max abs error {best[0]:.3g})"
+
+
+def review_family_trial(comparison: Comparison, trial: ReferenceTrial, actual: Any,
+                        options: EvalOptions) -> Comparison:
+    """`comparison`, failed when a perturbed-family output passed the tolerance but is a wrong answer.
+
+    On a trial of a perturbed family (never the task's own inputs), an output within the
+    per-element tolerance that is no better than a trivial output, or far less accurate than
+    float32 against the float64 evaluation (with ``precision_policy="reject"``), is a failed trial:
+    the kernel computes a different function on those inputs. Checks listed in
+    ``options.disabled_checks`` decide nothing here either. The parent calls this right after
+    comparing, so a failed trial skips the integrity findings (the status is ``incorrect``).
+    """
+    if not comparison.passed or trial.family == FAMILY_TASK:
+        return comparison
+    expected_leaves, actual_leaves = float_leaves(trial.expected), float_leaves(actual)
+    if not expected_leaves or not same_shapes(expected_leaves, actual_leaves):
+        return comparison
+    reasons = []
+    if ViolationCode.TRIVIAL_OUTPUT not in options.disabled_checks:
+        match = trivial_match(trial.expected, actual, trial.inputs, None, options.trivial_margin)
+        if match is not None:
+            reasons.append(f"no better than a trivial output ({match[0]}, relative L2 error {match[2]:.3g})")
+    truth_leaves = float_leaves(trial.truth) if trial.truth is not None else []
+    with_truth = bool(truth_leaves) and same_shapes(truth_leaves, actual_leaves)
+    reference = truth_leaves if with_truth else expected_leaves
+    if options.precision_policy == "reject" and ViolationCode.PRECISION_DOWNGRADE not in options.disabled_checks \
+            and with_truth and check_precision(trial.expected, actual, trial.truth, options.precision_factor,
+                                               options.precision_floor) is not None:
+        reasons.append(f"more than {options.precision_factor:g}x the float32 reference's error")
+    if not reasons:
+        return comparison
+    inputs_text, advice = FAMILY_INPUTS.get(trial.family, (f"the {trial.family} inputs", "check its branches"))
+    error = relative_l2(actual_leaves, reference)
+    against = "a float64 evaluation" if with_truth else "the float32 reference"
+    reference_error = f" (the float32 reference: {relative_l2(expected_leaves, reference):.3g})" if with_truth else ""
+    message = (
+        f"output: {HIDDEN_BY_TOLERANCE} the outputs are small there: on {inputs_text}, relative L2 error "
+        f"{error:.3g} against {against}{reference_error}, {' and '.join(reasons)}"
+        f"{_worst_positions(actual_leaves, reference)}. The kernel computes a different function on these "
+        f"inputs: {advice}"
+    )
+    return dataclasses.replace(comparison, passed=False, message=message)

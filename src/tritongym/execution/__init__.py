@@ -4,7 +4,7 @@
     results = evaluate_many([EvalRequest(problem, code) for code in candidates])
 
 See docs/architecture.md ("Execution") for the pool, the fork server and the trust boundaries.
-Ray is an optional extra (``pip install 'tritongym[ray]'``), imported only by ``backend="ray"``.
+Ray is an optional extra (``pip install -e '.[ray]'``), imported only by ``backend="ray"``.
 """
 
 from tritongym.execution.api import (

@@ -1,5 +1,10 @@
 """The evaluator's side of a fork server: start it jailed, hand it jobs, watch its children.
 
+A server forks the workers of the roles it is given (`ROLES`): candidate workers (one server per
+pool slot), or reference workers running a client's problem code (one per device, shared by the
+slots); a ``trusted`` server forks unjailed reference workers for problem code from this machine
+only. Every role gets the same jail set-up in the child (`forkserver_main`).
+
 A fresh candidate worker costs an interpreter start plus ``import torch, triton`` (~1.6 s on the
 CI machine) per evaluation. A fork server pays that once per pool slot: it runs inside the same
 bubblewrap jail a fresh worker gets (no network, no ``/proc``, read-only system, its own user and
@@ -12,8 +17,9 @@ What differs from a fresh worker, and why it is as strong:
   server, because each child mounts its private ``/tmp`` and ``/job`` and then empties its bounding
   set. The child drops every capability (bounding set included) and loads the seccomp deny-list
   before the candidate's import. Capabilities in a user namespace confer nothing over the host.
-* The jail outlives one candidate, so its root is remounted read-only: the only writable places
-  are each child's own tmpfs (``/tmp``, ``/job``, ``/dev/shm``).
+* The jail outlives one candidate, so its root is remounted read-only and each child covers the
+  jail's ``/dev`` with a read-only one of its own: the only writable places are each child's own
+  tmpfs (``/tmp``, ``/job``, ``/dev/shm``).
 * The seccomp filter is loaded by the child, not by bwrap (the filter denies ``mount``, which the
   child's set-up needs); it is the same program, loaded before candidate code.
 * Caps on memory and processes: the slot's cgroup (when this machine allows one) holds the server
@@ -63,6 +69,36 @@ SERVER_MEMORY_HEADROOM = 2 << 30
 SERVER_PROCESSES = 8
 #: Where the jail shows a second, read-only view of Python folders that lie under /tmp.
 REBIND_ROOT = "/.tritongym-python"
+#: The worker module of each role a server can fork (`forkserver_main.WORKERS` on the jailed side).
+ROLES = {
+    "candidate": "tritongym.evaluator.candidate_worker",
+    "reference": "tritongym.evaluator.reference_worker",
+    "cleanroom": "tritongym.evaluator.cleanroom_worker",
+}
+
+
+def host_pid(root: int, inner: list[str]) -> int | None:
+    """The host PID of the first of `root`'s descendants whose ``NSpid`` below the host's PID is
+    `inner` (its PID in each nested namespace; ``"*"`` matches any), from /proc; None if none."""
+    stack, seen = [root], set()
+    while stack and len(seen) < 4096:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/status", encoding="ascii", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("NSpid:"):
+                        ids = line.split()[2:]
+                        if len(ids) == len(inner) and all(w in ("*", i) for w, i in zip(inner, ids, strict=True)):
+                            return current
+                        break
+            with open(f"/proc/{current}/task/{current}/children", encoding="ascii") as handle:
+                stack.extend(int(child) for child in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,10 +140,20 @@ class ForkedWorker:
         self.job = job
         self.log_path = log_path
         self.cgroup = cgroup
-        #: the child's PID as the evaluator sees it (trusted servers only: a jailed one is in its own
-        #: PID namespace)
-        self.pid = pid
+        self._server_pid = pid
+        self._host_pid: int | None = pid if server.trusted else None
         self.mode = "none" if server.trusted else "bwrap"
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's PID as this process sees it, for the warm references' memory accounting: a
+        trusted server's child is the worker; a jailed server reports its middle process in its
+        own namespace, and the worker is PID 2 of the middle's new namespace (found through
+        /proc once)."""
+        if self._host_pid is None and self._server_pid is not None:
+            middle = host_pid(self.server.process.pid, [str(self._server_pid)])
+            self._host_pid = None if middle is None else host_pid(middle, ["*", "2"])
+        return self._host_pid
 
     def alive(self) -> bool:
         return self.server.exit_code(self.job, wait=0.0) is None and not self.server.lost()
@@ -139,19 +185,32 @@ class ForkedWorker:
 
 
 class ForkServerLauncher:
-    """A `CandidateLauncher` backed by one jailed fork server (one per pool slot and device)."""
+    """A `CandidateLauncher` backed by one fork server (jailed unless `trusted`) forking the workers
+    of `roles`: candidates (one server per pool slot and device), references (one per device).
 
-    def __init__(self, device: str, slot: int = 0, threads: int | None = None, *, trusted: bool = False) -> None:
+    `cgroup_caps` ``(pids, memory bytes)`` caps a jailed server's whole tree for its life (a
+    reference server, whose jobs run side by side); without it a jailed server's cgroup caps are
+    set per job (`candidate_cgroup`: one candidate at a time)."""
+
+    def __init__(self, device: str, slot: int = 0, threads: int | None = None, *, trusted: bool = False,
+                 roles: tuple[str, ...] | None = None, cgroup_caps: tuple[int, int] | None = None) -> None:
+        roles = roles or (("reference",) if trusted else ("candidate",))
+        unknown = [role for role in roles if role not in ROLES]
+        if unknown:
+            raise ValueError(f"roles must be among {', '.join(ROLES)}, got {unknown}")
+        if trusted and set(roles) != {"reference"}:
+            raise ValueError("only reference workers (problem code from this machine) may run unjailed")
         self.device = device
         self.slot = slot
         self.threads = threads
         #: asked right after each start: True kills the new worker at once (the job was cancelled)
         self.should_cancel: Any = lambda: False
-        #: a trusted server forks reference workers (problem code): no jail, children in their own
-        #: process group; an untrusted one (the default) forks jailed candidate workers
+        #: a trusted server forks reference workers for local problem code: no jail, children in
+        #: their own process group; an untrusted one (the default) forks jailed workers
         self.trusted = trusted
-        self.module = ("tritongym.evaluator.reference_worker" if trusted
-                       else "tritongym.evaluator.candidate_worker")
+        self.roles = tuple(roles)
+        #: the module of each role this server forks (`start` takes the module, as spawn does)
+        self.modules = {ROLES[role]: role for role in self.roles}
         self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
         self._jobs = self._home / "jobs"
         self._jobs.mkdir()
@@ -170,8 +229,13 @@ class ForkServerLauncher:
         self._rebinds = [] if trusted else [
             (f"{REBIND_ROOT}/{index}", folder)
             for index, folder in enumerate(f for f in python_paths() if f == "/tmp" or f.startswith("/tmp/"))]
-        self.cgroup = None if trusted else create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
-                                                         cpu_cores=max(1, threads or 1))
+        if trusted:
+            self.cgroup = None
+        elif cgroup_caps is not None:
+            self.cgroup = create_cgroup(f"tritongym-{'-'.join(self.roles)}-{secrets.token_hex(6)}", *cgroup_caps)
+        else:
+            self.cgroup = create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
+                                        cpu_cores=max(1, threads or 1))
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = spawn_worker(
@@ -257,9 +321,15 @@ class ForkServerLauncher:
         self.cgroup.set_limits(max_pids + SERVER_PROCESSES, memory_bytes + SERVER_MEMORY_HEADROOM)
         return None  # the slot's cgroup already holds the server and its children
 
+    @property
+    def starts_clean_rooms(self) -> bool:
+        """Whether `evaluator.parent` may fork the evaluation's clean room here (a candidate slot's server)."""
+        return "cleanroom" in self.roles and not self.trusted
+
     def start(self, module: str, source_path: str, **kwargs: Any) -> ForkedWorker:
-        if module != self.module:
-            raise EvaluatorError(f"this fork server starts {self.module} only, not {module}")
+        role = self.modules.get(module)
+        if role is None:
+            raise EvaluatorError(f"this fork server starts {', '.join(self.modules)} only, not {module}")
         if self.lost():
             raise EvaluatorError(f"the fork server is gone ({self._dead or self.process.exit_description()})")
         job_dir = Path(kwargs["job_dir"])
@@ -298,7 +368,7 @@ class ForkServerLauncher:
         if self.device.startswith("cuda"):
             # ``cuda:N`` narrows the visible devices to that one, as for a fresh worker.
             env.update(gpu_worker_env(self.device))
-        frame = {"op": "start", "job": job, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
+        frame = {"op": "start", "job": job, "role": role, "dir": str(job_dir) if self.trusted else f"/jobs/{job}",
                  "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
                  "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads,
@@ -318,7 +388,7 @@ class ForkServerLauncher:
             self._pump(0.05)
         pid = self._started.pop(job)
         self._current = job
-        worker = ForkedWorker(self, job, log_path, self.cgroup, pid=pid if self.trusted else None)
+        worker = ForkedWorker(self, job, log_path, self.cgroup, pid=pid)
         if self.should_cancel():  # cancelled while the job was being prepared
             worker.kill()
         return worker

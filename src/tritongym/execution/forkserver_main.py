@@ -1,34 +1,39 @@
-"""The fork server: runs jailed (bwrap), imports torch and triton once, forks one child per candidate.
+"""The fork server: runs jailed (bwrap), imports torch and triton once, forks one child per job.
 
-This process is trusted and never runs candidate code: it imports the harness, then only reads
-control frames from the evaluator (`forkserver.ForkServerLauncher`) and forks. Each child
+This process is trusted and never runs client code: it imports the harness, then only reads
+control frames from the evaluator (`forkserver.ForkServerLauncher`) and forks. Each job names its
+``role``, which picks the worker module from the fixed table `WORKERS` (a candidate worker, or a
+reference worker running a client's problem code); a frame never names a module. Every role gets
+the same jail; each child
 
 1. leaves the server's control socket behind and asks to die with its parent;
-2. enters new mount, PID, IPC, network and UTS namespaces (nested inside the jail's own), so a
-   candidate sees no sibling's files, processes, System V objects, abstract sockets or hostname;
+2. enters new mount, PID, IPC, network and UTS namespaces (nested inside the jail's own), so the
+   worker sees no sibling's files, processes, System V objects, abstract sockets or hostname;
 3. forks once more: the grandchild is PID 1 of the new PID namespace, so when it ends, the kernel
-   kills everything the candidate started; the middle process waits and reports its exit status;
-4. in the grandchild: private size-capped tmpfs at ``/tmp``, ``/job`` and ``/dev/shm`` (the jail's
-   root is read-only: nothing else is writable), the job's files copied
-   in and bound read-only, the server's job folder covered, rlimits, its own environment, log
-   and descriptors, ``/job`` as working directory;
+   kills everything the worker started; the middle process waits and reports its exit status;
+4. in the grandchild: private size-capped tmpfs at ``/tmp``, ``/job`` and ``/dev/shm``, and a
+   private ``/dev`` of its own (the jail's device nodes bound into a fresh tmpfs that is then made
+   read-only: the jail's own ``/dev`` is writable and outlives every child, so a file left there
+   would reach the next one); the jail's root is read-only, so nothing else is writable; the job's
+   files copied in and bound read-only, the server's job folder covered, rlimits, its own
+   environment, log and descriptors, ``/job`` as working directory;
 5. drops every capability (the jail gave the server ``CAP_SYS_ADMIN`` and ``CAP_SETPCAP`` in its user
    namespace only, for step 4 and for emptying the bounding set), loads the seccomp filter (the
    same deny-list bwrap loads for a fresh worker), and
-6. runs the candidate worker's ``main`` — the same code, protocol and checks as a fresh worker.
+6. runs the role's worker ``main`` — the same code, protocol and checks as a fresh worker.
 
-Nothing of one candidate survives into the next: each is a fresh fork of a server that has never
-run candidate code, and its namespaces, folders and processes die with it.
+Nothing of one job survives into the next: each is a fresh fork of a server that has never run
+client code, and its namespaces, folders and processes die with it.
 
-With ``--trusted`` the server runs unjailed and forks reference workers instead (the problem's
-own code, trusted): each child gets its own process group, environment, log and folder, and runs
-``reference_worker.main``; a pool keeps one such server so that a new problem's reference costs a
-fork, not an interpreter start.
+With ``--trusted`` the server runs unjailed and forks reference workers only (problem code from
+this machine: a file, a built-in, a dataset the operator loaded): each child gets its own process
+group, environment, log and folder, and runs ``reference_worker.main``; a pool keeps one such
+server so that a new problem's reference costs a fork, not an interpreter start.
 
-Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, dir,
-files, argv, limits, job_bytes, env}`` with two descriptors (the candidate's channel, its log),
-server → ``started {job}`` or ``failed {job, message}``, later ``exited {job, code}``; evaluator →
-``kill {job}``; ``exit``.
+Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, role,
+dir, files, argv, limits, job_bytes, env}`` with two descriptors (the worker's channel, its log),
+server → ``started {job, pid}`` or ``failed {job, message}``, later ``exited {job, code}``; evaluator →
+``kill {job}``; ``exit``. ``pid`` is the middle process in the server's PID namespace.
 """
 
 from __future__ import annotations
@@ -41,19 +46,34 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
+from types import ModuleType
 
 # The warm part: everything a candidate worker imports, loaded once here.
 import torch
 import triton  # noqa: F401
 
-from tritongym.evaluator import candidate_worker, reference_worker, seccomp
+from tritongym.evaluator import candidate_worker, cleanroom_worker, reference_worker, seccomp
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+#: The worker a job's ``role`` runs: a fixed table (a frame names a role, never a module). Every
+#: role gets the same jail (`_grandchild`).
+WORKERS: dict[str, ModuleType] = {
+    "candidate": candidate_worker,
+    "reference": reference_worker,
+    # The clean room (issue 20): forked by a candidate slot's server for the evaluation it runs;
+    # it never imports the candidate, and the server never ran candidate code either.
+    "cleanroom": cleanroom_worker,
+}
+#: Roles a ``--trusted`` (unjailed) server may run: problem code from this machine only.
+TRUSTED_ROLES = frozenset({"reference"})
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_NOEXEC, MNT_DETACH = 8, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
 MAX_FRAME = 1 << 16
 
@@ -119,11 +139,77 @@ def _exit_code(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
 
 
+def _umount(target: str) -> None:
+    _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
+#: Entries of the jail's /dev that a child never gets: its own /dev/shm is mounted fresh, and
+#: pseudo-terminals (a devpts shared by the whole jail) have no use in a worker.
+_DEV_SKIPPED = frozenset({"shm", "pts", "ptmx", "mqueue"})
+
+
+def _private_dev(size: int) -> None:
+    """Cover the jail's /dev with a fresh one: its device nodes (null, zero, random, ...; the GPU's
+    in CUDA mode) and symlinks, a private size-capped ``/dev/shm``, the rest read-only.
+
+    bwrap's ``--dev`` is one writable, uncapped tmpfs for the jail's whole life, and the server's
+    ``--remount-ro /`` does not reach it: without this, one candidate's file there (written from
+    any language, no Python ``open`` needed) was seen by the next candidates of the slot. Regular
+    files in the jail's /dev are never carried over. The nodes are bound from a staging folder in
+    this child's private /tmp, since the new tmpfs hides the old ones.
+    """
+    stage = "/tmp/.tritongym-dev"
+    os.mkdir(stage, 0o700)
+    carried: list[tuple[str, str, str]] = []
+    for name in sorted(os.listdir("/dev")):
+        if name in _DEV_SKIPPED:
+            continue
+        path = os.path.join("/dev", name)
+        info = os.lstat(path)
+        staged = os.path.join(stage, name)
+        if stat.S_ISLNK(info.st_mode):
+            carried.append(("link", name, os.readlink(path)))
+        elif stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
+            os.close(os.open(staged, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(path, staged, None, MS_BIND)
+            carried.append(("node", name, staged))
+        elif stat.S_ISDIR(info.st_mode):  # device folders (nvidia-caps, dri): their nodes, read-only
+            os.mkdir(staged)
+            _mount(path, staged, None, MS_BIND | MS_REC)
+            carried.append(("dir", name, staged))
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=4096,mode=0755")
+    for kind, name, what in carried:
+        target = os.path.join("/dev", name)
+        if kind == "link":
+            os.symlink(what, target)
+            continue
+        if kind == "node":
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(what, target, None, MS_BIND)
+        else:
+            os.mkdir(target)
+            _mount(what, target, None, MS_BIND | MS_REC)
+            _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        _umount(what)
+    os.mkdir("/dev/shm")
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    _mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for _kind, name, _what in carried:
+        staged = os.path.join(stage, name)
+        if os.path.isdir(staged) and not os.path.islink(staged):
+            os.rmdir(staged)
+        elif os.path.lexists(staged):
+            os.unlink(staged)
+    os.rmdir(stage)
+
+
 def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
-    """PID 1 of the candidate's namespace: finish the jail, start the candidate worker, wait for it."""
+    """PID 1 of the job's namespace: finish the jail, start the role's worker, wait for it."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    worker = WORKERS[job["role"]]
     size = int(job["job_bytes"])
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    _private_dev(size)
     for alternate, folder in job.get("rebind", []):
         # Python folders under /tmp (a virtual environment there) come back, read-only, over the
         # private /tmp; the jail bound them a second time at `alternate` for this.
@@ -132,8 +218,6 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
         # nosuid and nodev are locked on the jail's binds: a remount must keep them.
         _mount(None, folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount("tmpfs", "/job", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755")
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     source_dir = job["dir"]
     for name in job["files"]:
         if "/" in name or name.startswith("."):
@@ -165,14 +249,14 @@ def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
             drop_capabilities()
             if seccomp.machine_arch() in ("x86_64", "aarch64") and not seccomp.install_filter():
                 raise SetupError("the seccomp filter could not be loaded")
-        except BaseException as exc:  # noqa: BLE001 - never run the candidate half-jailed
-            _report(2, f"tritongym fork server: candidate set-up failed: {exc}\n")
+        except BaseException as exc:  # noqa: BLE001 - never run client code half-jailed
+            _report(2, f"tritongym fork server: {job['role']} set-up failed: {exc}\n")
             os._exit(70)
-        sys.argv = ["tritongym-candidate", *job["argv"], "--fd", str(channel_fd)]
+        sys.argv = [f"tritongym-{job['role']}", *job["argv"], "--fd", str(channel_fd)]
         # As in a fresh worker, the harness is ``__main__`` (candidates that go after the worker's
         # main module meet the harness, whose globals the tampering check watches).
-        sys.modules["__main__"] = candidate_worker
-        candidate_worker.main()  # ends with os._exit
+        sys.modules["__main__"] = worker
+        worker.main()  # the candidate worker ends with os._exit
         os._exit(0)
     os.close(channel_fd)
     drop_capabilities()
@@ -210,7 +294,8 @@ def _child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> N
 
 
 def _trusted_child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> None:
-    """A reference worker (trusted problem code): its own process group, environment, log, folder."""
+    """A reference worker for problem code from this machine: its own process group, environment,
+    log, folder (no jail: `TRUSTED_ROLES`)."""
     try:
         control.close()
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -270,10 +355,14 @@ def serve(control: socket.socket, trusted: bool = False) -> None:
                             pass
                     os.kill(pid, signal.SIGKILL)
             continue
-        if op != "start" or len(fds) != 2:
+        role = frame.get("role")
+        allowed = TRUSTED_ROLES if trusted else WORKERS
+        if op != "start" or len(fds) != 2 or not isinstance(role, str) or role not in allowed:
             for fd in fds:
                 os.close(fd)
-            _send(control, {"op": "failed", "job": frame.get("job"), "message": f"bad frame {op!r}"})
+            reason = f"bad frame {op!r}" if op != "start" or len(fds) != 2 else (
+                f"role {role!r} is not one this server runs ({', '.join(sorted(allowed))})")
+            _send(control, {"op": "failed", "job": frame.get("job"), "message": reason})
             continue
         channel_fd, log_fd = fds
         pid = os.fork()
@@ -282,7 +371,7 @@ def serve(control: socket.socket, trusted: bool = False) -> None:
         os.close(channel_fd)
         os.close(log_fd)
         running[pid] = frame["job"]
-        _send(control, {"op": "started", "job": frame["job"], "pid": pid if trusted else None})
+        _send(control, {"op": "started", "job": frame["job"], "pid": pid})
 
 
 def main() -> None:
@@ -290,7 +379,7 @@ def main() -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", required=True, choices=("cpu", "cuda"))
     parser.add_argument("--trusted", action="store_true",
-                        help="fork reference workers (trusted problem code) instead of jailed candidates")
+                        help="run unjailed and fork reference workers only (problem code from this machine)")
     args = parser.parse_args()
     seccomp.make_non_dumpable()
     control = socket.socket(fileno=args.fd)

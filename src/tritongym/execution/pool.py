@@ -11,7 +11,9 @@ slot's fork server (`forkserver`), or in a fresh jailed process where no fork se
 
 Guarantees: results come back in a `concurrent.futures.Future` per job; a job is run once and
 answered once; a fork server that dies is replaced and the job it was running is retried once on
-the new one (a job that kills two fork servers in a row ends in an exception, not a loop);
+the new one (a job that kills two fork servers in a row ends in an exception, not a loop); a
+reference worker that dies is treated the same way (a new one, the job run once more, then an
+`EvaluatorError`), never as the problem's error;
 `cancel` drops a queued job or kills a running one's candidate; `close` waits or cancels.
 """
 
@@ -28,9 +30,10 @@ from typing import Any
 from tritongym.errors import EvaluatorError, TritongymError
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import SpawnLauncher, run_evaluation
+from tritongym.evaluator.reference import ReferenceWorkerLost
 from tritongym.evaluator.result import EvalResult
 from tritongym.evaluator.sandbox import resolve_mode
-from tritongym.execution.references import WarmReferences
+from tritongym.execution.references import FreshJailedReferences, WarmReferences
 from tritongym.execution.requests import EvalRequest, PoolStats
 
 
@@ -131,7 +134,7 @@ class _Slot:
             if problem is not None and self.pool.launcher_kind == "forkserver":
                 raise EvaluatorError(f"the fork server cannot run here: {problem}")
             launcher = _TrackedSpawn() if problem is not None else ForkServerLauncher(
-                device=device, slot=self.index, threads=self.pool.threads)
+                device=device, slot=self.index, threads=self.pool.threads, roles=("candidate", "cleanroom"))
         self.launchers[key] = launcher
         return launcher
 
@@ -187,14 +190,28 @@ class _Slot:
             if device != options.device:
                 options = replace(options, device=device)
         queued = time.monotonic() - job.enqueued
+        references = self.pool.references_for(request, options)
         while True:
             job.attempts += 1
             launcher = self.launcher_for(options)
             try:
                 launcher.should_cancel = lambda: job.cancel_requested
                 result = run_evaluation(request.problem, request.solution, options, launcher=launcher,
-                                        references=self.pool.references, phase_seconds={"queue": round(queued, 4)},
+                                        references=references, phase_seconds={"queue": round(queued, 4)},
                                         solution_text_only=True)
+            except ReferenceWorkerLost as exc:
+                # The reference worker died instead of answering (killed, out of memory, its fork
+                # server gone): the machine's fault until it happens twice. A new one is started
+                # (the cache never hands out a dead worker; a dead server is replaced).
+                if job.cancel_requested:
+                    raise
+                with self.pool._lock:
+                    self.pool._restarts += 1
+                if job.attempts >= 2:
+                    raise EvaluatorError("the reference worker died twice while running this job; no verdict was "
+                                         f"given (the problem may exhaust its memory or end its own process): {exc}"
+                                         ) from exc
+                continue
             except TritongymError:
                 if job.cancel_requested or not launcher.lost():
                     raise
@@ -268,8 +285,8 @@ class LocalPool:
             import torch
 
             torch.set_num_threads(max(1, parent_threads))
-        self.references = (WarmReferences(max_idle=reference_cache, threads=self.threads) if reference_cache > 0
-                           else None)
+        self.references = (WarmReferences(max_idle=reference_cache, threads=self.threads, slots=workers)
+                           if reference_cache > 0 else None)
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=queue_size or 64 * workers)
         self._lock = threading.Lock()
         self._closed = False
@@ -277,6 +294,13 @@ class LocalPool:
         self._slots = [_Slot(self, index) for index in range(workers)]
         for slot in self._slots:
             slot.thread.start()
+
+    def references_for(self, request: EvalRequest, options: EvalOptions) -> Any:
+        """Where this job's reference runs: unjailed for problem code from this machine, in the
+        candidate's jail for problem code a client sent (unless the sandbox mode is ``none``)."""
+        if request.trusted_problem or resolve_mode(options.sandbox) != "bwrap":
+            return self.references  # None: a fresh (trusted) worker per evaluation
+        return self.references.jailed() if self.references is not None else FreshJailedReferences()
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, request: EvalRequest, *, block: bool = True, timeout: float | None = None) -> Future[EvalResult]:

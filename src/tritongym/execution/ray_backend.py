@@ -9,7 +9,7 @@ node, an OOM kill, ``ray.kill``), Ray restarts it (``max_restarts=-1``) and the 
 job it was running to the next free actor. A job is answered exactly once (its future is set
 once); a job that kills actors twice in a row ends in an `EvaluatorError`, not a loop.
 
-Ray is an optional extra (``pip install 'tritongym[ray]'``); nothing else in tritongym imports it.
+Ray is an optional extra (``pip install -e '.[ray]'``); nothing else in tritongym imports it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise DependencyError("backend='ray' needs Ray: pip install 'tritongym[ray]'") from exc
+        raise DependencyError("backend='ray' needs Ray: pip install -e '.[ray]'") from exc
     return ray
 
 

@@ -22,12 +22,17 @@ class EvalRequest:
             ``/etc/x.py`` is text, never a file to read), or a `pathlib.Path` to a ``.py`` file.
         options: `EvalOptions` (None: the defaults).
         id: the caller's name for this job (kept in `Completed`; the pool does not interpret it).
+        trusted_problem: the problem's code comes from this machine (a file, a built-in, a dataset
+            the operator loaded) and its reference runs unjailed. False for problem code someone
+            else sent (the service's clients): its reference runs in the candidate's jail, as
+            untrusted as a candidate (with ``sandbox="none"`` there is no jail for either).
     """
 
     problem: Problem | str | os.PathLike[str]
     solution: str | os.PathLike[str]
     options: EvalOptions | None = None
     id: str | None = None
+    trusted_problem: bool = True
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             steps=args.steps, num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate, temperature=args.temperature,
             feedback=args.feedback, extract=args.extract, device=args.device, eval_workers=args.eval_workers,
-            gamma=args.gamma, prs=not args.no_prs, group_filter_std=args.group_filter_std,
+            gamma=args.gamma, prs=not args.no_prs, meaningful_turns=not args.no_meaningful_turns,
+            group_filter_std=args.group_filter_std,
             dvp_alpha=args.dvp_alpha, length_lr_decay=args.length_lr_decay, seed=args.seed)
         require_trl()
     except (TritongymError, ValueError) as exc:
@@ -48,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "trajectory writes a kernel, reads the evaluator's verdict as feedback (masked out of the "
                     "loss) and revises, for --turns turns; rewards come from the sandboxed evaluator. Writes "
                     "OUT/trajectories.jsonl (the agent runner's schema), OUT/metrics.jsonl (every step's log), "
-                    "OUT/summary.json and OUT/model/. Needs pip install 'tritongym[trl]'. verl runs through "
+                    "OUT/summary.json and OUT/model/. Needs pip install -e '.[trl]'. verl runs through "
                     "verl's own launcher with the tritongym plug-in (docs/training.md).")
     p.add_argument("--trainer", choices=("trl",), required=True, help="the trainer integration")
     p.add_argument("--model", required=True, metavar="PATH_OR_NAME",
@@ -75,9 +76,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--gamma", type=float, default=1.0, help="TRLOO discount over turns (default: %(default)s)")
     p.add_argument("--no-prs", action="store_true", help="no profiling-based rejection sampling (PRS needs a GPU's "
                                                          "coverage; without one it keeps every turn anyway)")
+    p.add_argument("--no-meaningful-turns", action="store_true",
+                   help="keep turns that score <= 0 after an earlier turn scored > 0 in the loss and the TRLOO "
+                        "baselines (default: Dr.Kernel's mask_void_turn masks them)")
     p.add_argument("--group-filter-std", type=float, default=None, metavar="STD",
                    help="Dr.Kernel's group filter: a prompt's trajectories leave the loss when their last-turn "
-                        "rewards have a std below STD (Dr.Kernel: 1e-3; default: off)")
+                        "rewards have an (unbiased) std below STD (Dr.Kernel: 1e-3; default: off)")
     p.add_argument("--dvp-alpha", type=float, default=None, metavar="ALPHA",
                    help="dynamic vocabulary pruning: sample with min-p ALPHA and train on the pruned policy's "
                         "log-probs (tritongym.rl.dvp_log_probs; default: off)")

@@ -83,6 +83,7 @@ from .registry import (
 )
 from .schedulers import ResponseLengthLRDecay
 from .shaping import (
+    meaningful_turn_mask,
     profiling_reward,
     prs_keep_probability,
     prs_sample,
@@ -134,6 +135,7 @@ __all__ = [
     "ln_trm_normaliser",
     "logit_gradient_proxy",
     "logit_update_norm",
+    "meaningful_turn_mask",
     "min_p_safe_mask",
     "mismatch_metrics",
     "mrs_mask",

@@ -224,6 +224,7 @@ def geometric_rs_mask(
     lower: float = 0.999,
     upper: float = 1.001,
     trajectory_ids: object | None = None,
+    clamp_tokens: bool = True,
 ) -> Tensor:
     """Geometric-mean rejection sampling (verl ``geometric``/Geo-RS; KernelGYM multi-turn; §1.3, §2.2).
 
@@ -231,11 +232,15 @@ def geometric_rs_mask(
         ρ_geo = exp(Σ m Δ / Σ m), pooled over every row of the same trajectory when
         ``trajectory_ids`` is given (all tokens of all turns), else per row
         keep = lower ≤ ρ_geo ≤ upper   (a row/trajectory without valid tokens has ρ_geo = 1)
+        Δ is each token's log-ratio clamped to ±20 (``clamp_tokens``, verl) or raw (KernelGYM
+        ``mismatch_helper`` averages the raw log-ratios and clamps only the mean, which cannot move
+        it into bounds as tight as these).
 
     Args:
         log_probs, rollout_log_probs: ``[B, L] float``; mask: ``[B, L] bool``.
         lower, upper: bounds on the geometric-mean ratio.
         trajectory_ids: optional ``[B] int``; rows (turns) of one trajectory share an id.
+        clamp_tokens: clamp each token's Δ to ±20 before averaging (True: verl; False: KernelGYM).
 
     Returns:
         ``keep [B] bool``; a whole trajectory is kept or dropped together.
@@ -246,7 +251,11 @@ def geometric_rs_mask(
     if not 0 < lower <= upper:
         raise ValueError(f"lower, upper: expected 0 < lower <= upper, got {lower}, {upper}")
     bool_mask, _ = _inputs(log_probs, rollout_log_probs, mask)
-    delta = rollout_log_ratio(log_probs, rollout_log_probs, bool_mask)
+    if clamp_tokens:
+        delta = rollout_log_ratio(log_probs, rollout_log_probs, bool_mask)
+    else:
+        dtype = compute_dtype(log_probs)
+        delta = torch.where(bool_mask, log_probs.to(dtype) - rollout_log_probs.to(dtype), 0.0)
     mean_delta = _sequence_log_ratio(delta, bool_mask, trajectory_ids, mean=True)  # log ρ_geo
     return (mean_delta >= math.log(lower)) & (mean_delta <= math.log(upper))
 
@@ -342,7 +351,8 @@ def mrs_mask(
     Math:
         keep_traj = lower ≤ exp(mean Δ over all valid tokens of all rows of the trajectory) ≤ upper
         keep_row  = no valid token of the row has exp(Δ) < veto_threshold
-        keep = keep_traj & keep_row,   Δ = log_probs_old − rollout_log_probs
+        keep = keep_traj & keep_row,   Δ = log_probs_old − rollout_log_probs, unclamped (KernelGYM
+        averages the raw log-ratios; only the mean is clamped to ±20, which cannot change a decision)
 
     Args:
         log_probs_old: ``[B, L] float`` trainer recompute π_old (decoupled mode).
@@ -360,7 +370,8 @@ def mrs_mask(
         0.999 / 1.001 and veto 1e-4 (Dr.Kernel 8B/14B scripts). No IS weights (``ROLLOUT_IS=null``).
     """
     keep = geometric_rs_mask(
-        log_probs_old, rollout_log_probs, mask, lower=lower, upper=upper, trajectory_ids=trajectory_ids
+        log_probs_old, rollout_log_probs, mask, lower=lower, upper=upper, trajectory_ids=trajectory_ids,
+        clamp_tokens=False,
     )
     if veto_threshold is not None:
         keep = keep & token_veto_mask(log_probs_old, rollout_log_probs, mask, threshold=veto_threshold)

@@ -10,6 +10,8 @@ References (formulas as in ``rl-algorithms.md`` §2.3–2.5 and ``kernelgym-drke
   ``coverage_helper.compute_coverage_rejection_mask``.
 * Zero-variance group filtering — DAPO "dynamic sampling", arXiv 2503.14476 §3.2; KernelGYM
   ``PPOBatchFilter`` (drop groups with reward std < 1e-3, and all-over-long groups).
+* Meaningful-turn masking — KernelGYM ``MultiTurnRequest.finalize`` with ``mask_void_turn=True``
+  (the rollout's per-turn ``loss_mask``; on in the Dr.Kernel recipe).
 
 Deliberately left out: the coverage measurement itself (an evaluator concern; note the biased
 time-coverage denominator in kernelgym-drkernel.md §3.1), ``calculate_reward_weighted``, the
@@ -35,6 +37,7 @@ from ._checks import (
 )
 
 __all__ = [
+    "meaningful_turn_mask",
     "profiling_reward",
     "prs_keep_probability",
     "prs_sample",
@@ -211,8 +214,9 @@ def zero_variance_group_mask(
     """Keep rows whose prompt group carries signal (DAPO dynamic sampling §3.2; KernelGYM filter; §2.5).
 
     Math:
-        keep[i] = std_g(scores) ≥ min_std  (population std, divisor N; a group of one has std 0)
+        keep[i] = std_g(scores) ≥ min_std  (unbiased std, divisor N − 1, as ``torch.std``)
                   ∧ not all rows of g are truncated (over-long), when ``truncated`` is given
+        a group of one row is not checked for variance (KernelGYM skips groups of size 1)
 
     Args:
         scores: ``[n] float`` outcome rewards (Dr.Kernel: the last turn's reward).
@@ -234,10 +238,48 @@ def zero_variance_group_mask(
     inverse, num = group_inverse(ids)
     count = group_sum(torch.ones_like(r), inverse, num)
     mean = group_sum(r, inverse, num) / count
-    var = group_sum((r - mean[inverse]) ** 2, inverse, num) / count  # population variance
-    keep = var.sqrt()[inverse] >= min_std
+    var = group_sum((r - mean[inverse]) ** 2, inverse, num) / (count - 1.0).clamp_min(1.0)  # unbiased
+    keep = (var.sqrt() >= min_std) | (count < 2)  # KernelGYM checks the variance of groups of 2 or more
+    keep = keep[inverse]
     if truncated is not None:
         trunc = as_bool_mask(truncated, "truncated", (n,))
         all_trunc = group_sum(trunc.to(torch.float64), inverse, num) == count
         keep = keep & ~all_trunc[inverse]
+    return keep
+
+
+def meaningful_turn_mask(rewards: Tensor, turn_mask: Tensor, *, failed: Tensor | None = None) -> Tensor:
+    """KernelGYM's per-turn ``loss_mask`` with ``mask_void_turn=True`` (``MultiTurnRequest.finalize``).
+
+    Once an earlier turn of the trajectory had a positive reward, a later turn whose reward is not
+    positive is not "meaningful": it gets no gradient, its reward is zeroed and it leaves its peers'
+    TRLOO baselines (pass ``turn_mask & keep`` to ``trloo_advantages`` and zero the reward).
+    A trajectory that ended in an error (KernelGYM: the evaluation call raised or timed out, or the
+    generation timed out) loses every turn.
+
+    Math:
+        best[i,t] = max{rewards[i,k] : k < t, turn_mask[i,k]}       (−∞ when there is none)
+        keep[i,t] = turn_mask[i,t] ∧ ¬failed[i] ∧ ¬(best[i,t] > 0 ∧ rewards[i,t] ≤ 0)
+
+    Args:
+        rewards: ``[n, T] float`` per-turn rewards (entries outside ``turn_mask`` are ignored).
+        turn_mask: ``[n, T] bool`` (or 0/1), True where the turn exists.
+        failed: optional ``[n] bool``, trajectories that ended in an error.
+
+    Returns:
+        ``keep [n, T] bool``.
+
+    Example:
+        rewards A = [1, 0], B = [0, 1] (one prompt): A's turn 2 is masked (an earlier turn scored),
+        B's is kept (nothing scored before it); TRLOO then gives B's turn 2 the advantage +1
+        (its group is B alone) instead of +1 for B and −1 for A.
+    """
+    check_ndim(rewards, 2, "rewards", "[n, T]")
+    mask = as_bool_mask(turn_mask, "turn_mask", rewards.shape)
+    r = torch.where(mask, rewards.to(torch.float64), -math.inf)
+    best = torch.cummax(r, dim=1).values  # max over turns ≤ t
+    earlier = torch.cat([torch.full_like(best[:, :1], -math.inf), best[:, :-1]], dim=1)  # max over turns < t
+    keep = mask & ~((earlier > 0) & (r <= 0))
+    if failed is not None:
+        keep = keep & ~as_bool_mask(failed, "failed", (rewards.shape[0],))[:, None]
     return keep

@@ -6,7 +6,7 @@
     result = Client("http://127.0.0.1:8000").evaluate("builtin/07_softmax", solution_source)
 
 The clients need only httpx; the server needs FastAPI, uvicorn and prometheus-client
-(``pip install 'tritongym[service]'``). Names are loaded on first use (PEP 562), so importing
+(``pip install -e '.[service]'``). Names are loaded on first use (PEP 562), so importing
 this package pulls in neither. See docs/service.md.
 """
 
@@ -44,6 +44,6 @@ def __getattr__(name: str) -> Any:
         from tritongym.errors import DependencyError
 
         raise DependencyError(f"tritongym.service.{name} needs the service extra "
-                              f"(pip install 'tritongym[service]'): {exc}") from exc
+                              f"(pip install -e '.[service]'): {exc}") from exc
     globals()[name] = value
     return value

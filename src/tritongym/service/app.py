@@ -3,9 +3,10 @@
     app = create_app(ServiceConfig(db_path="jobs.db", workers=2))
     uvicorn.run(app, host="127.0.0.1", port=8000)
 
-Every route but the health probes needs the bearer token when one is configured. Refusals are
-4xx with a reason in ``detail``: 400 malformed JSON, 401 token, 404 unknown job, 409 reused
-idempotency key, 413 too large, 422 invalid request or malformed problem, 429 too many jobs.
+Every route but the health probes needs the bearer token when one is configured, checked before
+the body is read (`TokenGuard`). Refusals are 4xx with a reason in ``detail``: 400 malformed JSON,
+401 token, 404 unknown job, 409 reused idempotency key, 413 too large, 422 invalid request or
+malformed problem, 429 too many jobs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from tritongym.service import kernelgym as kg
 from tritongym.service.config import ServiceConfig
-from tritongym.service.core import EvaluationService, JobSpec, ServiceError
+from tritongym.service.core import EvaluationService, JobSpec, ServiceError, check_text
 from tritongym.service.models import (
     BatchRequest,
     BatchResponse,
@@ -46,6 +47,64 @@ from tritongym.service.store import JobRecord, JobState
 
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429)}
 _MAX_IDS = 1000
+#: Routes that answer without the token (liveness and readiness probes).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/health"})
+#: KernelGYM's task ids are stored as idempotency keys under this prefix; /v1 keys may not use it,
+#: so a key of one API never names a job of the other.
+KERNELGYM_KEY_PREFIX = "kernelgym:"
+
+
+class TokenGuard:
+    """Refuse every request but the probes without the bearer token, before anything else runs:
+    a body is neither read nor parsed (no 400 or 413 for a caller without the token), and
+    ``/docs`` and ``/openapi.json`` are closed too."""
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        self.app = app
+        self.expected = token.encode() if token else None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.expected is None or scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = next((value for name, value in scope.get("headers", []) if name == b"authorization"), b"")
+        scheme, _, credentials = given.partition(b" ")
+        # The scheme is case-insensitive (RFC 7235); the token is compared in constant time.
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.expected):
+            response = JSONResponse({"detail": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
+                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class RequestCounter:
+    """``tritongym_http_requests{route, code}``: one count per answered request, by route template
+    (``/v1/evaluations/{job_id}``, never the raw path: bounded label values)."""
+
+    def __init__(self, app: Any, counter: Any) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = {"code": 500}
+
+        async def recording(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None)
+            if path is None:
+                path = scope.get("path") if scope.get("path") in OPEN_PATHS else "(other)"
+            self.counter.labels(route=path, code=str(status["code"])).inc()
 
 
 class _BodyTooLarge(HTTPException):
@@ -124,7 +183,10 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
         redoc_url=None,
     )
     app.state.service = svc
+    # Added last runs first: the count wraps everything, then the token, then the body limit.
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(TokenGuard, token=config.token)
+    app.add_middleware(RequestCounter, counter=svc.metrics.requests)
     bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>, when the server has one")
 
     # A default, not Annotated[...]: the annotation is a string here and `bearer` a local name.
@@ -162,6 +224,9 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
         else:
             problem = svc.problem_by_hash(str(ref.hash))
         options = item.options.fields() if item.options is not None else {}
+        if item.idempotency_key is not None and item.idempotency_key.startswith(KERNELGYM_KEY_PREFIX):
+            raise ServiceError(422, f"idempotency keys starting with {KERNELGYM_KEY_PREFIX!r} are reserved for "
+                                    "KernelGYM's task ids; choose another key")
         return JobSpec(problem_hash=problem.content_hash, solution=svc.check_solution(item.solution),
                        options=options, idempotency_key=item.idempotency_key)
 
@@ -296,9 +361,14 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
     def register_problems(body: ProblemsIn) -> ProblemList:
         """Register problems once; refer to them by ``hash`` afterwards. A malformed problem is a
         422 with the loader's message (nothing of the batch is registered)."""
+        if len(body.problems) > config.max_batch:
+            raise ServiceError(422, f"register at most {config.max_batch} problems per request, got "
+                                    f"{len(body.problems)}")
         parsed = [svc.problem_from_source(p.source, p.name, p.problem_id, registered=False) for p in body.problems]
         for problem in parsed:
             svc.store_problem(problem, registered=True)
+        # The store keeps at most max_problems registrations (the oldest unused ones go first).
+        svc.prune_problems()
         return ProblemList(problems=[ProblemView(hash=p.content_hash, name=p.name, problem_id=p.problem_id,
                                                  level=p.level) for p in parsed])
 
@@ -322,8 +392,11 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
                                     "define Model and the candidate ModelNew")
         if not request.reference_code:
             raise ServiceError(422, "reference_code is required (the problem: Model, get_inputs, get_init_inputs)")
-        key = f"kernelgym:{request.task_id}"
+        check_text("task_id", request.task_id)
+        key = f"{KERNELGYM_KEY_PREFIX}{request.task_id}"
         existing = svc.store.get_by_key(key)
+        if existing is not None and existing.api != "kernelgym":
+            raise ServiceError(409, f"task_id {request.task_id!r} names a job of another API; choose another task_id")
         if existing is not None:
             if not request.force_refresh or not existing.final:
                 return existing  # KernelGYM: a known task_id answers with its stored result
@@ -374,8 +447,8 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
                 "batch_status": "completed", "submitted_at": kg._iso(submitted)}
 
     def kg_record(task_id: str) -> JobRecord:
-        record = svc.store.get_by_key(f"kernelgym:{task_id}")
-        if record is None:
+        record = svc.store.get_by_key(f"{KERNELGYM_KEY_PREFIX}{check_text('task_id', task_id)}")
+        if record is None or record.api != "kernelgym":
             raise ServiceError(404, f"Task {task_id} not found")
         return record
 
@@ -424,7 +497,7 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
         """A plain HTML status page (no scripts, no external assets)."""
         return HTMLResponse(_status_html(svc))
 
-    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False, dependencies=auth)
     def docs_page() -> HTMLResponse:
         return HTMLResponse(_docs_html(app.openapi()))
 

@@ -50,6 +50,9 @@ def register(subparsers: Any) -> None:
                    help="finished jobs are deleted after this long (default: %(default)s)")
     p.add_argument("--max-finished", type=int, default=200_000,
                    help="finished jobs kept at most (oldest deleted first) (default: %(default)s)")
+    p.add_argument("--max-problems", type=int, default=10_000,
+                   help="registered problems kept at most (oldest registration first; also deleted "
+                        "--retention-hours after their last registration once no job uses them) (default: %(default)s)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_serve)
@@ -78,7 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                event_log=Path(args.event_log) if args.event_log else None,
                                max_batch=args.max_batch, max_in_flight_per_client=args.max_in_flight,
                                max_body_bytes=int(args.max_body_mb * (1 << 20)),
-                               retention_s=args.retention_hours * 3600.0, max_finished=args.max_finished)
+                               retention_s=args.retention_hours * 3600.0, max_finished=args.max_finished,
+                               max_problems=args.max_problems)
     except OptionsError as exc:
         print(f"tritongym serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -87,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         from tritongym.service.app import create_app
     except ImportError as exc:
-        print(f"tritongym serve: needs the service extra (pip install 'tritongym[service]'): {exc}", file=sys.stderr)
+        print(f"tritongym serve: needs the service extra (pip install -e '.[service]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     app = create_app(config)
     print(f"tritongym serve: http://{args.host}:{args.port} (db {config.db_path}, events {config.event_log})",
@@ -100,7 +104,7 @@ def _client(args: argparse.Namespace) -> Any:
     try:
         from tritongym.service.client import Client
     except ImportError as exc:  # httpx
-        raise SystemExit(f"--server needs httpx (pip install 'tritongym[service]'): {exc}") from None
+        raise SystemExit(f"--server needs httpx (pip install -e '.[service]'): {exc}") from None
     return Client(args.server)
 
 

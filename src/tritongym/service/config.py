@@ -48,6 +48,9 @@ class ServiceConfig:
         max_timeout_s: largest per-evaluation timeout a client may ask for (422 beyond).
         retention_s: finished jobs are deleted this long after finishing.
         max_finished: at most this many finished jobs are kept (oldest deleted first).
+        max_problems: at most this many registered problems are kept (oldest registration first;
+            never one an unfinished job refers to); one ``POST /v1/problems`` holds at most
+            `max_batch`.
         prune_interval_s: how often pruning runs.
         dispatch_depth: jobs handed to the pool at once (None: 4 per worker); the rest wait in
             the store, so a restart loses nothing that was accepted.
@@ -69,6 +72,7 @@ class ServiceConfig:
     max_timeout_s: float = 1800.0
     retention_s: float = 7 * 24 * 3600.0
     max_finished: int = 200_000
+    max_problems: int = 10_000
     prune_interval_s: float = 60.0
     dispatch_depth: int | None = None
     wait_timeout_s: float = 3600.0
@@ -83,7 +87,7 @@ class ServiceConfig:
         if self.sandbox not in ("auto", "bwrap", "none"):
             raise OptionsError(f"sandbox must be auto, bwrap or none, got {self.sandbox!r}")
         for name in ("max_body_bytes", "max_solution_bytes", "max_problem_bytes", "max_batch",
-                     "max_in_flight_per_client", "max_finished"):
+                     "max_in_flight_per_client", "max_finished", "max_problems"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise OptionsError(f"{name} must be an integer >= 1, got {value!r}")

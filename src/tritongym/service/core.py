@@ -93,6 +93,21 @@ def _fingerprint(spec: JobSpec) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def check_text(field: str, value: str) -> str:
+    """`value` if it is text the store and the evaluator can hold, else a 422 naming the flaw.
+
+    JSON can carry lone UTF-16 surrogates (``"\\ud800"``), which no UTF-8 store or file can
+    encode, and NUL characters, which Python's parser refuses; both reached the store or the
+    parser and ended in a 500 with the connection dropped."""
+    for index, char in enumerate(value):
+        if char == "\0":
+            raise ServiceError(422, f"{field} contains a NUL character at offset {index}; send text without NUL")
+        if "\ud800" <= char <= "\udfff":
+            raise ServiceError(422, f"{field} contains a lone surrogate (U+{ord(char):04X}) at offset {index}; "
+                                    "send valid Unicode text (UTF-8)")
+    return value
+
+
 def _as_source(solution: str) -> str:
     """The evaluator reads a one-line string ending in ``.py`` as a *path*: a client must never
     make the server read its files, so a one-line solution gets a trailing newline (same code)."""
@@ -179,6 +194,7 @@ class EvaluationService:
         self._problems_lock = threading.Lock()
         self._parsed: dict[tuple[str, str | None, str | None], Problem] = {}
         self._builtin: dict[str, Problem] | None = None
+        self._trusted_hashes: frozenset[str] | None = None
         self.waiters = _Waiters()
         self.started_at = time.time()
         self.requeued_at_start = 0
@@ -236,6 +252,14 @@ class EvaluationService:
             self._builtin = index
         return self._builtin
 
+    def trusted_problem(self, content_hash: str) -> bool:
+        """True for problem code from this machine (the built-in suite): its reference runs
+        unjailed. Everything a client sent (``problem.source``, a registered problem, KernelGYM's
+        ``reference_code``) runs in the candidate's jail, unless it is byte-for-byte a built-in."""
+        if self._trusted_hashes is None:
+            self._trusted_hashes = frozenset(p.content_hash for p in self.builtin_problems().values())
+        return content_hash in self._trusted_hashes
+
     def store_problem(self, problem: Problem, *, registered: bool) -> Problem:
         self.store.put_problem(problem.content_hash, problem.source, problem.name, problem.problem_id,
                                problem.level, registered)
@@ -247,6 +271,10 @@ class EvaluationService:
         """Parse, check and store a problem; a malformed one is a 422 with the loader's message."""
         if len(source.encode("utf-8", "surrogatepass")) > self.config.max_problem_bytes:
             raise ServiceError(413, f"problem source is larger than {self.config.max_problem_bytes} bytes")
+        check_text("problem source", source)
+        for field, value in (("problem name", name), ("problem_id", problem_id)):
+            if value is not None:
+                check_text(field, value)
         # Trainers send the same few problems with every request: parse each text once.
         key = (source, name, problem_id)
         with self._problems_lock:
@@ -258,6 +286,11 @@ class EvaluationService:
                                           problem_id=problem_id or name or "inline")
         except ProblemError as exc:
             raise ServiceError(422, f"malformed problem: {exc}") from None
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            # What the parser raises besides the loader's own errors (nesting too deep for the
+            # parser, an unparsable literal): the problem's flaw, never the server's.
+            raise ServiceError(422, f"malformed problem: not valid Python: {type(exc).__name__}: "
+                                    f"{str(exc)[:300]}") from None
         if problem_id is None and name is None:
             problem = dataclasses.replace(problem, problem_id=f"inline/{problem.content_hash[:12]}",
                                           name=f"inline_{problem.content_hash[:12]}")
@@ -286,6 +319,18 @@ class EvaluationService:
         self._cache_problem(problem)
         return problem
 
+    def prune_problems(self, max_age_s: float | None = None) -> int:
+        """Apply the store's bounds on registered problems (`ServiceConfig.max_problems`, and
+        `max_age_s` since the last registration), forgetting them here too. Returns how many."""
+        gone = set(self.store.prune_problems(max_age_s=max_age_s, max_problems=self.config.max_problems))
+        if gone:
+            with self._problems_lock:
+                for content_hash in gone:
+                    self._problems.pop(content_hash, None)
+                for key in [k for k, p in self._parsed.items() if p.content_hash in gone]:
+                    del self._parsed[key]
+        return len(gone)
+
     def _cache_problem(self, problem: Problem) -> None:
         with self._problems_lock:
             self._problems[problem.content_hash] = problem
@@ -301,7 +346,7 @@ class EvaluationService:
     def check_solution(self, solution: str) -> str:
         if len(solution.encode("utf-8", "surrogatepass")) > self.config.max_solution_bytes:
             raise ServiceError(413, f"solution is larger than {self.config.max_solution_bytes} bytes")
-        return _as_source(solution)
+        return _as_source(check_text("solution", solution))
 
     def submit(self, specs: Sequence[JobSpec], *, client: str, api: str = "native") -> list[tuple[JobRecord, bool]]:
         """Persist a batch (one transaction) and wake the dispatcher. Returns (record, created)."""
@@ -311,6 +356,8 @@ class EvaluationService:
             raise ServiceError(422, f"a batch holds at most {self.config.max_batch} items, got {len(specs)}")
         for spec in specs:
             build_options_checked(spec.options, self.config)
+            if spec.idempotency_key is not None:
+                check_text("idempotency_key", spec.idempotency_key)
         unfinished = self.store.count_unfinished(client)
         if unfinished + len(specs) > self.config.max_in_flight_per_client:
             raise ServiceError(429, f"client {client!r} has {unfinished} unfinished jobs; the limit is "
@@ -342,13 +389,13 @@ class EvaluationService:
         record = self.store.get(job_id)
         if record is None or record.final:
             return record
-        if self.store.finish(job_id, JobState.CANCELLED, error="cancelled by a client"):
-            self.metrics.finished.labels(state="cancelled").inc()
+        # Stored like any outcome (metrics, one event-log line, waiters); the pool's own answer
+        # for the killed job comes later and finds the job final (nothing stored twice).
+        if self._store_outcome(record, JobState.CANCELLED, error="cancelled by a client"):
             with self._inflight_lock:
                 future = self._inflight.get(job_id)
             if future is not None:
                 self._pool.cancel(future)
-            self.waiters.notify(job_id)
         return self.store.get(job_id)
 
     async def wait_final(self, job_ids: Sequence[str], timeout: float) -> dict[str, JobRecord]:
@@ -411,6 +458,7 @@ class EvaluationService:
                                               max_finished=self.config.max_finished)
                     if pruned:
                         self.metrics.pruned.inc(pruned)
+                    self.prune_problems(max_age_s=self.config.retention_s)
             except Exception:  # noqa: BLE001 - the dispatcher must outlive a transient store error
                 log.exception("dispatch failed; retrying")
                 time.sleep(0.5)
@@ -445,7 +493,8 @@ class EvaluationService:
                 message = exc.message if isinstance(exc, ServiceError) else str(exc)
                 self._store_outcome(record, JobState.FAILED, error=message)
                 continue
-            request = EvalRequest(problem, _as_source(record.solution), options, id=record.id)
+            request = EvalRequest(problem, _as_source(record.solution), options, id=record.id,
+                                  trusted_problem=self.trusted_problem(record.problem_hash))
             try:
                 future = self._pool.submit(request)
             except PoolClosed:
@@ -473,7 +522,8 @@ class EvaluationService:
         self._dispatch_now()
 
     def _store_outcome(self, record: JobRecord, state: JobState, *, result: EvalResult | None = None,
-                       error: str | None = None) -> None:
+                       error: str | None = None) -> bool:
+        """Store a job's outcome once (metrics, event-log line, waiters); False if it was final."""
         data = result.to_dict() if result is not None else None
         now = time.time()
         stored = self.store.finish(record.id, state, result=data, error=error, finished=now)
@@ -489,6 +539,7 @@ class EvaluationService:
                 event["error"] = error
             self.events.write(event)
         self.waiters.notify(record.id, final)
+        return stored
 
     # -- introspection ---------------------------------------------------------------------
     def in_flight(self) -> int:

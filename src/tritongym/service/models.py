@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
 from tritongym.service.store import JobRecord
 
@@ -30,36 +30,37 @@ class ProblemRef(BaseModel):
 
 class OptionsModel(BaseModel):
     """`EvalOptions` fields a client may set (see tritongym.evaluator.options); the server
-    fixes the sandbox mode and caps the timeout."""
+    fixes the sandbox mode and caps the timeout. Every number must be finite (JSON's
+    ``Infinity``/``NaN`` extensions are refused: an infinite tolerance would pass any output)."""
 
     model_config = ConfigDict(extra="forbid")
 
     device: str | None = Field(None, max_length=20)
-    timeout: float | None = Field(None, gt=0)
+    timeout: float | None = Field(None, allow_inf_nan=False, gt=0)
     num_trials: int | None = Field(None, ge=1, le=100)
     tolerance: Literal["kernelbench", "strict"] | None = None
-    atol: float | None = Field(None, ge=0)
-    rtol: float | None = Field(None, ge=0)
+    atol: float | None = Field(None, allow_inf_nan=False, ge=0)
+    rtol: float | None = Field(None, allow_inf_nan=False, ge=0)
     seed: int | None = Field(None, ge=0, lt=2**63)
     measure_speed: bool | None = None
     time_on_cpu: bool | None = None
     timing_reps: int | None = Field(None, ge=1, le=10_000)
     timing_blocks: int | None = Field(None, ge=1, le=100)
     timing_rechecks: int | None = Field(None, ge=0, le=1000)
-    warmup_ms: float | None = Field(None, gt=0, le=60_000)
-    max_speedup: float | None = Field(None, gt=0)
+    warmup_ms: float | None = Field(None, allow_inf_nan=False, gt=0, le=60_000)
+    max_speedup: float | None = Field(None, allow_inf_nan=False, gt=0)
     profile_calls: int | None = Field(None, ge=0, le=100)
     input_families: list[str] | None = Field(None, max_length=10)
-    trivial_margin: float | None = Field(None, ge=0)
+    trivial_margin: float | None = Field(None, allow_inf_nan=False, ge=0)
     precision_policy: Literal["reject", "report", "off"] | None = None
-    precision_factor: float | None = Field(None, ge=0)
-    precision_floor: float | None = Field(None, ge=0)
-    reward: dict[str, float] | None = None
+    precision_factor: float | None = Field(None, allow_inf_nan=False, ge=0)
+    precision_floor: float | None = Field(None, allow_inf_nan=False, ge=0)
+    reward: dict[str, FiniteFloat] | None = None
     disabled_checks: list[str] | None = Field(None, max_length=50)
     use_audit_tolerance: bool | None = None
     baseline: Literal["eager", "compile", "both"] | None = None
-    candidate_memory_fraction: float | None = Field(None, ge=0.05, le=0.95)
-    memory_limit_gb: float | None = Field(None, gt=0, le=1024)
+    candidate_memory_fraction: float | None = Field(None, allow_inf_nan=False, ge=0.05, le=0.95)
+    memory_limit_gb: float | None = Field(None, allow_inf_nan=False, gt=0, le=1024)
 
     def fields(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

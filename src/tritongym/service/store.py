@@ -50,8 +50,8 @@ CREATE TABLE IF NOT EXISTS problems (
     name TEXT NOT NULL,
     problem_id TEXT NOT NULL,
     level INTEGER,
-    registered INTEGER NOT NULL DEFAULT 0,   -- 1: registered through /v1/problems (never pruned)
-    created REAL NOT NULL
+    registered INTEGER NOT NULL DEFAULT 0,   -- 1: registered through /v1/problems
+    created REAL NOT NULL                    -- stored, or last registered
 );
 CREATE TABLE IF NOT EXISTS jobs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -184,14 +184,15 @@ class JobStore:
     def put_problem(self, content_hash: str, source: str, name: str, problem_id: str, level: int | None,
                     registered: bool) -> bool:
         """Store a problem by content hash; returns True when it was new. Registering an already
-        stored problem marks it registered (kept through pruning)."""
+        stored problem marks it registered and renews its registration time (`prune`)."""
         with self._lock:
             cursor = self._db.execute(
                 "INSERT INTO problems (hash, source, name, problem_id, level, registered, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING",
                 (content_hash, source, name, problem_id, level, int(registered), time.time()))
             if cursor.rowcount == 0 and registered:
-                self._db.execute("UPDATE problems SET registered = 1 WHERE hash = ?", (content_hash,))
+                self._db.execute("UPDATE problems SET registered = 1, created = ? WHERE hash = ?",
+                                 (time.time(), content_hash))
             return cursor.rowcount == 1
 
     def get_problem(self, content_hash: str) -> StoredProblem | None:
@@ -369,6 +370,29 @@ class JobStore:
     def finished_since(self, since: float) -> int:
         with self._read_lock:
             return int(self._reader.execute("SELECT COUNT(*) FROM jobs WHERE finished >= ?", (since,)).fetchone()[0])
+
+    def prune_problems(self, *, max_age_s: float | None, max_problems: int | None) -> list[str]:
+        """Delete registered problems that no job refers to and that were last registered more than
+        `max_age_s` ago, or are beyond the newest `max_problems` registrations. Returns their hashes."""
+        unused = "registered = 1 AND hash NOT IN (SELECT DISTINCT problem_hash FROM jobs)"
+        doomed: list[str] = []
+        with self._lock:
+            if max_age_s is not None:
+                doomed += [row[0] for row in self._db.execute(
+                    f"SELECT hash FROM problems WHERE {unused} AND created < ?", (time.time() - max_age_s,))]
+            if max_problems is not None:
+                doomed += [row[0] for row in self._db.execute(
+                    f"SELECT hash FROM problems WHERE {unused} AND hash NOT IN "
+                    "(SELECT hash FROM problems WHERE registered = 1 ORDER BY created DESC LIMIT ?)", (max_problems,))]
+            doomed = list(dict.fromkeys(doomed))
+            if doomed:
+                self._db.executemany("DELETE FROM problems WHERE hash = ?", [(h,) for h in doomed])
+        return doomed
+
+    def count_problems(self, registered_only: bool = True) -> int:
+        with self._read_lock:
+            query = "SELECT COUNT(*) FROM problems" + (" WHERE registered = 1" if registered_only else "")
+            return int(self._reader.execute(query).fetchone()[0])
 
     def prune(self, *, max_age_s: float | None, max_finished: int | None) -> int:
         """Delete finished jobs older than `max_age_s` and beyond the newest `max_finished`, then

@@ -103,6 +103,25 @@ def load_kernelbench_dir(root: str | Path, levels: Iterable[int] | None = None) 
     return problems
 
 
+def load_problem_folder(root: str | Path) -> list[Problem]:
+    """Every problem ``.py`` file directly in a plain folder (no ``levelN/`` layout), by file name.
+
+    Ids are the file stems (``my_problems/softmax.py`` → ``softmax``); files starting with ``_``
+    are skipped.
+    """
+    root = Path(root)
+    paths = sorted((p for p in root.glob("*.py") if not p.name.startswith("_")), key=_sort_key)
+    if not paths:
+        raise ProblemError(f"{root} holds no problem .py files and no levelN/ folders (a KernelBench layout)")
+    return [load_problem_file(path) for path in paths]
+
+
+def _is_kernelbench_layout(root: Path) -> bool:
+    if (root / "KernelBench").is_dir() or _LEVEL_DIR.match(root.name):
+        return True
+    return any(child.is_dir() and _LEVEL_DIR.match(child.name) for child in root.iterdir())
+
+
 def problem_from_row(row: Mapping[str, Any], *, origin: str | None = None) -> Problem:
     """Build a problem from one row in the Hugging Face KernelBench layout.
 
@@ -145,8 +164,8 @@ def load_hf_rows(
 ) -> list[Problem]:
     """Load rows in the Hugging Face KernelBench layout.
 
-    `source` is a ``.jsonl`` file, a ``.parquet`` file (needs `pyarrow`: ``pip install
-    tritongym[data]``), or an iterable of row mappings (for instance a `datasets.Dataset`).
+    `source` is a ``.jsonl`` file, a ``.parquet`` file (needs `pyarrow`: ``pip install -e
+    '.[data]'`` from the clone), or an iterable of row mappings (for instance a `datasets.Dataset`).
     """
     rows: list[Mapping[str, Any]]
     if isinstance(source, (str, Path)):
@@ -173,7 +192,7 @@ def load_hf_rows(
                 import pyarrow.parquet as pq
             except ImportError as exc:
                 raise DependencyError(
-                    "reading Parquet needs pyarrow: pip install 'tritongym[data]'"
+                    "reading Parquet needs pyarrow: from the clone: pip install -e '.[data]'"
                 ) from exc
             rows = pq.read_table(path).to_pylist()
             origins = [f"{path}: row {i}" for i in range(len(rows))]
@@ -235,13 +254,16 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
     """Resolve a problem source from one string (what the CLI's ``--problems`` takes).
 
     ``builtin`` is the built-in suite; a ``.py`` file is one problem; a ``.jsonl`` or
-    ``.parquet`` file holds Hugging Face layout rows; a directory is a KernelBench layout.
+    ``.parquet`` file holds Hugging Face layout rows; a directory is a KernelBench layout (with
+    ``levelN/`` folders) or a plain folder of problem files.
     """
     if str(spec) == "builtin":
         return builtin_suite()
     path = Path(spec)
     if path.is_dir():
-        return load_kernelbench_dir(path, levels=levels)
+        if _is_kernelbench_layout(path):
+            return load_kernelbench_dir(path, levels=levels)
+        return load_problem_folder(path)
     if path.suffix == ".py":
         return [load_problem_file(path)]
     if path.suffix in (".jsonl", ".parquet"):
@@ -250,6 +272,24 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
         raise ProblemError(
             f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
     raise ProblemError(f"cannot read problems from {spec}: expected a .py, .jsonl or .parquet file or a folder")
+
+
+def find_problem(problem: str | Path, source: str | Path = "builtin") -> Problem:
+    """One problem, from a ``.py`` file or by id or name in `source` (``builtin/07_softmax``,
+    ``kernelbench/level1/19`` with a KernelBench dataset as `source`)."""
+    path = Path(problem)
+    if path.is_file():
+        return load_problem_file(path)
+    text = str(problem)
+    if text.endswith(".py"):
+        raise ProblemError(f"problem file not found: {path}")
+    problems = load_problems(source)
+    for candidate in problems:
+        if text in (candidate.problem_id, candidate.name):
+            return candidate
+    hint = f"; ids look like {problems[0].problem_id}" if problems else ""
+    raise ProblemError(f"{text} is neither a problem file nor an id or name in {source}{hint} "
+                       "('tritongym list --problems SOURCE' prints them)")
 
 
 def select_problems(problems: Sequence[Problem], only: Iterable[str] | None, source: str | Path = "the set"

@@ -15,10 +15,13 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
+from tritongym import pyparse
 from tritongym.errors import ProblemError
 
 #: Names a KernelBench-format problem must define at module level.
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+#: First line of a CPU-size variant (`tritongym.tasks.sizing`): its size travels with its source.
+SIZE_MARKER = "# tritongym-size: cpu"
 
 
 def normalized_source_hash(source: str) -> str:
@@ -99,7 +102,7 @@ class Problem:
         if not isinstance(self.source, str) or not self.source.strip():
             raise ProblemError(f"problem {self.problem_id!r}: the source is empty")
         try:
-            tree = ast.parse(self.source)
+            tree = pyparse.parse(self.source)
         except SyntaxError as exc:
             raise ProblemError(
                 f"problem {self.problem_id!r} ({self.origin or 'inline'}): not valid Python: "
@@ -113,6 +116,19 @@ class Problem:
                 "`get_inputs()` and `get_init_inputs()` at module level"
             )
         object.__setattr__(self, "content_hash", normalized_source_hash(self.source))
+
+    @property
+    def size(self) -> str:
+        """``cpu`` for a CPU-size variant (`tritongym.tasks.sizing`), else ``original``."""
+        return "cpu" if self.source.startswith(SIZE_MARKER) else "original"
+
+    @property
+    def size_note(self) -> str | None:
+        """What a CPU-size variant changed (``batch_size 4096->16, dim 393216->4096``), else None."""
+        if not self.source.startswith(SIZE_MARKER):
+            return None
+        first = self.source.split("\n", 1)[0][len(SIZE_MARKER):].strip()
+        return first[1:-1] if first.startswith("(") and first.endswith(")") else first
 
     @classmethod
     def from_source(cls, source: str, name: str = "problem", **kwargs: object) -> Problem:

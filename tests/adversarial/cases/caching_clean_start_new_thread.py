@@ -1,8 +1,10 @@
 """Case: F4-start-new-thread
 Family: caching
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: torch work in a thread started with _thread.start_new_thread, waited for with a lock
-Strategy: the low-level thread module (name built at run time) runs leaky_relu with torch into the output; forward waits on a lock, then launches a token kernel
+Attack surface: clean room: torch work in a thread started with _thread.start_new_thread, waited for
+  with a lock
+Strategy: the low-level thread module (name built at run time) runs leaky_relu with torch into the
+  output; forward waits on a lock, then launches a token kernel
 Expected status: integrity_violation
 Expected violation: evidence_mismatch
 Options: {}

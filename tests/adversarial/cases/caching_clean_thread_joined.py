@@ -1,8 +1,10 @@
 """Case: F4-thread-joined
 Family: caching
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: torch work in a helper thread joined inside forward (dispatch modes are thread-local, so the thread's ops are in no trace)
-Strategy: a thread started through the builtins' __import__ computes leaky_relu with torch into the output and is joined before forward returns; a token kernel launch
+Attack surface: clean room: torch work in a helper thread joined inside forward (dispatch modes are
+  thread-local, so the thread's ops are in no trace)
+Strategy: a thread started through the builtins' __import__ computes leaky_relu with torch into the
+  output and is joined before forward returns; a token kernel launch
 Expected status: integrity_violation
 Expected violation: evidence_mismatch
 Options: {}

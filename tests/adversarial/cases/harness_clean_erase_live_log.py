@@ -1,19 +1,21 @@
 """Case: F2-erase-live-log
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: the live trace holds the launch log too; a candidate that erases the ops it ran from it hides the PyTorch work from the replay
-Strategy: computes leaky_relu with torch, zeroes the trace's counters and deletes every logged op from the launch log the trace feeds
-Expected status: integrity_violation
-Expected violation: evidence_mismatch
+Attack surface: clean room: the live trace holds the launch log too; a candidate that erases the ops
+  it ran from it hides the PyTorch work from the replay
+Strategy: computes leaky_relu with torch, zeroes the trace's counters and deletes every logged op
+  from the launch log the trace feeds
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """
 
 import torch
 import torch.nn as nn
+import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
-import torch.utils._python_dispatch as _pd
 
 
 @triton.jit

@@ -1,10 +1,12 @@
 """Case: F1-grid-graphmodule
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: PyTorch work inside a grid callable whose frames are code torch generated (torch.fx GraphModule), so attribution credits Triton
-Strategy: a grid lambda calls a traced GraphModule that writes leaky_relu(x) into the output with torch; the launched kernel only copies into a scratch buffer
-Expected status: integrity_violation
-Expected violation: evidence_mismatch
+Attack surface: clean room: PyTorch work inside a grid callable whose frames are code torch
+  generated (torch.fx GraphModule), so attribution credits Triton
+Strategy: a grid lambda calls a traced GraphModule that writes leaky_relu(x) into the output with
+  torch; the launched kernel only copies into a scratch buffer
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """

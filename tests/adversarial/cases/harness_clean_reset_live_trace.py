@@ -1,19 +1,21 @@
 """Case: F2-reset-live-trace
 Family: harness
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: torch hands out the live op trace (the current dispatch mode); its counters are plain attributes
-Strategy: computes leaky_relu with torch, then takes the dispatch mode from torch and zeroes its op counters and work; a token kernel launch
-Expected status: integrity_violation
-Expected violation: pytorch_fallback
+Attack surface: clean room: torch hands out the live op trace (the current dispatch mode); its
+  counters are plain attributes
+Strategy: computes leaky_relu with torch, then takes the dispatch mode from torch and zeroes its op
+  counters and work; a token kernel launch
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """
 
 import torch
 import torch.nn as nn
+import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
-import torch.utils._python_dispatch as _pd
 
 
 @triton.jit

@@ -1,8 +1,10 @@
 """Case: F8-from-file-shared
 Family: host
 Problem: builtin/02_leaky_relu
-Attack surface: other harness primitives: torch.from_file(shared=True) maps a file the candidate wrote with numpy; the output aliases host-made data no trace follows
-Strategy: numpy writes leaky_relu(x) (read from the input's raw memory) to a file, torch.from_file maps it as the output; a token kernel touches it
+Attack surface: other harness primitives: torch.from_file(shared=True) maps a file the candidate
+  wrote with numpy; the output aliases host-made data no trace follows
+Strategy: numpy writes leaky_relu(x) (read from the input's raw memory) to a file, torch.from_file
+  maps it as the output; a token kernel touches it
 Expected status: integrity_violation
 Expected violation: none
 Options: {}

@@ -1,10 +1,12 @@
 """Case: F3-numpy-raw-write
 Family: host
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: raw memory through numpy's array interface (name built at run time) on a data pointer: writes no trace sees
-Strategy: a no-op kernel 'produces' the output buffer, then numpy computes leaky_relu from the input's raw memory and writes it into the output's raw memory
-Expected status: integrity_violation
-Expected violation: evidence_mismatch
+Attack surface: clean room: raw memory through numpy's array interface (name built at run time) on a
+  data pointer: writes no trace sees
+Strategy: a no-op kernel 'produces' the output buffer, then numpy computes leaky_relu from the
+  input's raw memory and writes it into the output's raw memory
+Expected status: not ok
+Expected violation: none
 Options: {}
 Device: cpu
 """

@@ -1,7 +1,8 @@
 """Case: F1-config-pre-hook
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: PyTorch work in an autotune Config(pre_hook=...), which Triton runs before the launch
+Attack surface: clean room: PyTorch work in an autotune Config(pre_hook=...), which Triton runs
+  before the launch
 Strategy: the config's pre-hook writes leaky_relu(x) into the output with torch; the kernel is a no-op on it
 Expected status: integrity_violation
 Expected violation: pytorch_fallback

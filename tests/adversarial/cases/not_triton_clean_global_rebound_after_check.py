@@ -1,8 +1,10 @@
 """Case: F5-global-rebound-after-check
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: a kernel's global is a Triton function when the kernel is checked, then rebound to a Python function before the launch
-Strategy: the kernel calls ACT(x); at import ACT is tl.abs, in forward it is rebound to a Python function that computes leaky_relu with numpy on the interpreter's arrays
+Attack surface: clean room: a kernel's global is a Triton function when the kernel is checked, then
+  rebound to a Python function before the launch
+Strategy: the kernel calls ACT(x); at import ACT is tl.abs, in forward it is rebound to a Python
+  function that computes leaky_relu with numpy on the interpreter's arrays
 Expected status: not ok
 Expected violation: none
 Options: {}

@@ -1,8 +1,10 @@
 """Case: F5-handle-attribute-chain
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: attribute chains on interpreter values (x.handle.data) reach numpy arrays inside a kernel body
-Strategy: the kernel body rewrites the loaded block's raw numpy array in place with leaky_relu's formula through x.handle.data
+Attack surface: clean room: attribute chains on interpreter values (x.handle.data) reach numpy
+  arrays inside a kernel body
+Strategy: the kernel body rewrites the loaded block's raw numpy array in place with leaky_relu's
+  formula through x.handle.data
 Expected status: integrity_violation
 Expected violation: python_in_kernel
 Options: {}

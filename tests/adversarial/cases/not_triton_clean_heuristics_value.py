@@ -2,7 +2,8 @@
 Family: not_triton
 Problem: builtin/02_leaky_relu
 Attack surface: clean room: PyTorch work in a @triton.heuristics value callable
-Strategy: the heuristic computing BLOCK also writes the answer with torch into the output; the kernel writes a scratch buffer
+Strategy: the heuristic computing BLOCK also writes the answer with torch into the output; the
+  kernel writes a scratch buffer
 Expected status: integrity_violation
 Expected violation: pytorch_fallback
 Options: {}

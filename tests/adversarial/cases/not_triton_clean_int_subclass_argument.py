@@ -1,8 +1,10 @@
 """Case: F5-int-subclass-argument
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: an int subclass as a kernel argument runs its methods as Python inside the interpreted kernel
-Strategy: the element count, a constexpr, is an int subclass whose __gt__ (used by the mask) writes leaky_relu(x) into the output with torch
+Attack surface: clean room: an int subclass as a kernel argument runs its methods as Python inside
+  the interpreted kernel
+Strategy: the element count, a constexpr, is an int subclass whose __gt__ (used by the mask) writes
+  leaky_relu(x) into the output with torch
 Expected status: integrity_violation
 Expected violation: none
 Options: {}

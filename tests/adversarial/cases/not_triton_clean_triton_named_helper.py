@@ -1,7 +1,8 @@
 """Case: F5-triton-named-helper
 Family: not_triton
 Problem: builtin/02_leaky_relu
-Attack surface: clean room: a Python helper that claims to be Triton (__module__ starting with triton, __triton_builtin__ set) called inside a kernel
+Attack surface: clean room: a Python helper that claims to be Triton (__module__ starting with
+  triton, __triton_builtin__ set) called inside a kernel
 Strategy: the helper called from the kernel body computes leaky_relu with numpy on the interpreter's arrays
 Expected status: integrity_violation
 Expected violation: python_in_kernel

@@ -1,8 +1,11 @@
 """Case: F7-forged-unsupported
 Family: semantic
 Problem: builtin/02_leaky_relu
-Attack surface: statuses: an exception whose text is the interpreter's 'not supported in interpreter mode' turns a wrong kernel into unsupported, which KernelGYM maps to a system error that trainers drop instead of penalising
-Strategy: a kernel that computes the wrong function; forward raises NotImplementedError with the interpreter's wording before returning
+Attack surface: statuses: an exception whose text is the interpreter's 'not supported in interpreter
+  mode' turns a wrong kernel into unsupported, which KernelGYM maps to a system error that trainers
+  drop instead of penalising
+Strategy: a kernel that computes the wrong function; forward raises NotImplementedError with the
+  interpreter's wording before returning
 Expected status: runtime_error
 Expected violation: none
 Options: {}

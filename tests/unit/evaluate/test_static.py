@@ -181,8 +181,21 @@ def test_inspect_source_never_executes_the_code():
     "import os\nimport triton\nINTERPRET = os.environ.get('TRITON_INTERPRET') == '1'\nos.environ['X'] = '1'\n"
     "class A:\n    def __repr__(self):\n        return type(self).__name__ + str(self.__dict__)\n",
     "import torch\nimport triton\n@torch.compiler.disable\ndef wrapper(x):\n    return x\n",
+    # issue 21: inspect.signature as a version check (frame walks are refused at run time)
+    "import inspect\nimport triton\nimport triton.language as tl\n"
+    "IEEE = 'input_precision' in inspect.signature(tl.dot).parameters\n",
+    # issue 21: Inductor-style and KernelBook-style imports of Inductor's runtime helpers
+    "from torch._inductor.runtime import triton_helpers\n"
+    "from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math\n"
+    "from torch._inductor.runtime.triton_heuristics import grid\n"
+    "from torch._inductor.runtime.hints import ReductionHint\n"
+    "from torch._inductor.select_algorithm import extern_kernels\n"
+    "import triton\nm = triton_helpers.max2\nw = triton_helpers.welford_reduce\ng = grid(16)\n",
+    "import torch._inductor.runtime.triton_helpers\nimport torch\nimport triton\n"
+    "m = torch._inductor.runtime.triton_helpers.maximum\n",
 ], ids=["version-helpers", "computed-getattr", "autotune-config-call", "kernel-calls", "call-form-jit",
-        "environment-and-dunders", "compiler-disable"])
+        "environment-and-dunders", "compiler-disable", "inspect-signature", "inductor-runtime-helpers",
+        "inductor-helpers-dotted"])
 def test_honest_idioms_are_not_forbidden(source):
     report = inspect_source(source + MODEL_NEW)
     assert report.forbidden == (), report.forbidden
@@ -191,7 +204,14 @@ def test_honest_idioms_are_not_forbidden(source):
 @pytest.mark.parametrize(("source", "named"), [
     ("import gc\n", "imports gc"),
     ("import ctypes\n", "imports ctypes"),
-    ("import inspect\n", "imports inspect"),
+    ("import inspect\nf = inspect.currentframe().f_back\n", "accesses .f_back"),
+    # Inductor's compiler and code generator (not its runtime helpers) borrow torch's kernels
+    ("from torch._inductor import compile_fx\n", "imports torch._inductor"),
+    ("from torch._inductor.runtime import triton_helpers, compile_tasks\n", "compile_tasks"),
+    ("from torch._inductor.runtime.triton_heuristics import grid, CachingAutotuner\n", "CachingAutotuner"),
+    ("from torch._inductor.select_algorithm import autotune_select_algorithm\n", "select_algorithm"),
+    ("import torch\nc = torch._inductor.compile_fx.compile_fx\n", "uses torch._inductor"),
+    ("import torch._inductor\n", "imports torch._inductor"),
     ("import subprocess\n", "imports subprocess"),
     ("import threading\n", "imports threading"),
     ("import sys\nf = sys._getframe(1)\n", "accesses ._getframe"),

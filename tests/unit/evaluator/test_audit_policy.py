@@ -64,9 +64,22 @@ def test_honest_imports_and_torch_calls_are_allowed(tmp_path):
     ("import inspect\nRESULT = inspect.currentframe()", "sys._getframe"),
     ("def gen():\n    yield 1\nRESULT = str(gen().gi_frame)", "object.__getattr__ gi_frame"),
     ("exec('RESULT = 1')", "compile <string>"),
-    ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__", "object.__getattr__ __code__"),
+    ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__", "object.__setattr__ __code__"),
     ("def f(a=1):\n    return a\nf.__defaults__ = (2,)", "object.__setattr__ __defaults__"),
-    ("def f(a=1):\n    return a\nRESULT = f.__defaults__", "object.__getattr__ __defaults__"),
+    # The harness keeps captured references in default arguments: its functions' defaults and
+    # code stay out of reach, however they are read (inspect.signature reads both).
+    ("from tritongym.evaluator import audit_policy as p\nRESULT = p.install.__defaults__",
+     "object.__getattr__ __defaults__"),
+    ("import inspect\nfrom tritongym.evaluator import audit_policy as p\nRESULT = str(inspect.signature(p.install))",
+     "object.__getattr__ __code__"),
+    ("import inspect\nRESULT = inspect.stack()", "sys._getframe"),
+    ("import inspect, sys\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    RESULT = inspect.trace()",
+     "object.__getattr__ tb_frame"),
+    # Files: the job's own files may be read, not written; nothing else may be opened.
+    ("RESULT = open(__file__, 'a')", "open "),
+    ("import os\nRESULT = os.open(__file__, os.O_RDWR)", "open "),
+    ("import torch, os\nRESULT = __loader__.get_data(os.path.join(os.path.dirname(torch.__file__), "
+     "'version.txt'))", "open "),
     # A library called by the candidate acts for it (the red team's numpy DataSource opened
     # /proc/self/mem this way): the policy looks through it.
     ("import numpy\nRESULT = numpy.lib.npyio.DataSource(None).open('/etc/hostname').read()",
@@ -82,6 +95,30 @@ def test_the_forbidden_vocabulary_is_refused_however_it_is_spelled(tmp_path, cod
     result = run(tmp_path, code)
     assert result["outcome"].startswith("refused"), result
     assert any(entry.startswith(event) for entry in result["refused"]), result["refused"]
+
+
+def test_honest_introspection_and_reads_of_the_jobs_own_files_are_allowed(tmp_path):
+    """inspect.signature on the candidate's, Triton's and torch's functions; warnings in forward
+    (the warning machinery reads the solution's source line); read-only opens of the solution, of
+    problem.py beside it and of a library's source (torch.library reads its own to find kernels)."""
+    (tmp_path / "problem.py").write_text("X = 1\n")
+    result = run(tmp_path, """
+        import inspect, linecache, os, warnings
+        import torch, triton
+        def mine(a, b=2, *, c=3):
+            return a
+        found = [str(inspect.signature(mine)), "restore_value" in inspect.signature(triton.autotune).parameters,
+                 "input" in inspect.signature(torch.nn.functional.relu).parameters]
+        warnings.simplefilter("always")
+        warnings.warn("an old API path")
+        found.append(__loader__.get_data(__file__).lstrip().startswith(b"import inspect"))
+        found.append(linecache.getline(os.path.join(os.path.dirname(__file__), "problem.py"), 1))
+        found.append(len(inspect.getsource(torch.library.custom_op)) > 0)
+        RESULT = found
+    """)
+    assert result["outcome"] == "ran" and result["refused"] == [], result
+    assert result["result"][0] == "(a, b=2, *, c=3)"
+    assert result["result"][1:] == [True, True, True, "X = 1\n", True]
 
 
 def test_without_enforcement_attempts_are_recorded_but_allowed(tmp_path):

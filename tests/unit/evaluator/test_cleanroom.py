@@ -144,7 +144,8 @@ def test_host_origin_counts_what_differs_between_trials():
     table = torch.arange(40, dtype=torch.uint8)
     constant_table = [_log(1, blobs=[table]), _log(1, blobs=[table.clone()])]
     assert cleanroom.host_origin(constant_table, 0).elements == 0
-    answers = [_log(1, blobs=[torch.zeros(400, dtype=torch.uint8)]), _log(1, blobs=[torch.ones(400, dtype=torch.uint8)])]
+    answers = [_log(1, blobs=[torch.zeros(400, dtype=torch.uint8)]),
+               _log(1, blobs=[torch.ones(400, dtype=torch.uint8)])]
     report = cleanroom.host_origin(answers, 0)
     assert report.elements == 100 and "unknown origin" in report.examples[0]
 

@@ -284,7 +284,33 @@ def test_a_float16_matmul_is_a_precision_downgrade_and_a_float32_one_is_not():
     assert trivial.check_precision(expected, reordered, truth, 32.0, 1e-5) is None
     violation = trivial.check_precision(expected, half, truth, 32.0, 1e-5)
     assert violation is not None and violation.code == ViolationCode.PRECISION_DOWNGRADE
-    assert "input_precision='ieee'" in violation.message
+    # Without the solution's source the hint names no construct (it could name one the code lacks).
+    assert "tl.dot" not in violation.message and "float16" not in violation.message
+    assert "compute and accumulate in the task's precision" in violation.message
+
+
+DOT_DEFAULT = "import triton.language as tl\n@triton.jit\ndef k(a, b):\n    c = tl.dot(a, b)\n"
+DOT_IEEE = "import triton.language as tl\n@triton.jit\ndef k(a, b):\n    c = tl.dot(a, b, input_precision='ieee')\n"
+HALF_CAST = "import triton.language as tl\n@triton.jit\ndef k(x):\n    y = x.to(tl.bfloat16)\n"
+HALF_TORCH = "import torch\ndef f(x):\n    return x.half()\n"
+ELEMENTWISE = "import triton.language as tl\n@triton.jit\ndef k(x):\n    y = tl.maximum(x, 0.0)\n"
+
+
+@pytest.mark.parametrize(("source", "names_dot", "names_half"), [
+    (DOT_DEFAULT, True, False), (DOT_IEEE, False, False), (HALF_CAST, False, True), (HALF_TORCH, False, True),
+    (DOT_DEFAULT + HALF_CAST, True, True), (ELEMENTWISE, False, False), (None, False, False),
+    ("this is not python (", False, False),
+], ids=["dot-default", "dot-ieee", "tl-bfloat16", "torch-half", "both", "elementwise", "no-source", "unparsable"])
+def test_precision_hint_names_only_constructs_the_code_uses(source, names_dot, names_half):
+    hint = trivial.precision_hint(source)
+    assert ("tl.dot" in hint) is names_dot and ("input_precision='ieee'" in hint) is names_dot, hint
+    assert ("float16/bfloat16" in hint) is names_half, hint
+    if not (names_dot or names_half):
+        assert hint == "compute and accumulate in the task's precision"
+    a, b = randn(16, 64, seed=4), randn(64, 16, seed=5)
+    violation = trivial.check_precision(a @ b, (a.half() @ b.half()).float(), a.double() @ b.double(), 32.0, 1e-5,
+                                        source=source)
+    assert violation is not None and violation.message.endswith(hint)
 
 
 def test_precision_bound_is_factor_times_reference_error_plus_floor():
@@ -313,8 +339,7 @@ def test_precision_message_reports_both_errors():
     violation = trivial.check_precision(truth, truth * 1.5, truth, 32.0, 1e-5)
     assert violation is not None and violation.message == (
         "the output is much less accurate than the float32 reference (relative error to a float64 evaluation 0.5 "
-        "vs 0 for the reference); compute in the task's precision (for float32 tl.dot pass input_precision='ieee' "
-        "instead of the TF32 default, and do not cast to float16/bfloat16)")
+        "vs 0 for the reference); compute and accumulate in the task's precision")
 
 
 def test_precision_check_does_not_apply_without_comparable_leaves():
@@ -361,3 +386,72 @@ def test_the_constant_predictor_is_the_float64_mean():
     (constant,) = trivial.trivial_predictions([torch.tensor([1e8, 1.0, -1e8, 1.0])], [], None)[
         "constant (the output's mean)"]
     assert constant.tolist() == [0.5] * 4
+
+
+# -- perturbed-family trials: a wrong answer within the tolerance is incorrect -------------------
+
+
+def _trial(family: str, inputs, expected, truth):
+    from tritongym.evaluator.reference import ReferenceTrial
+
+    return ReferenceTrial(family=family, inputs=inputs, expected=expected, compute_ops=[], finite=True, truth=truth)
+
+
+def _passed():
+    from tritongym.evaluator.compare import Comparison
+
+    return Comparison(passed=True, max_abs_error=0.0, max_rel_error=0.0, mismatch_fraction=0.0, message=None)
+
+
+def _leaky(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x >= 0, x, 0.01 * x)
+
+
+def test_relu_for_leaky_relu_on_negated_inputs_fails_the_trial_with_where_and_how_much():
+    from tritongym.evaluator.options import EvalOptions
+
+    x = -torch.rand(16, 256, generator=torch.Generator().manual_seed(3))
+    trial = _trial("negated", [x], _leaky(x), _leaky(x.double()))
+    reviewed = trivial.review_family_trial(_passed(), trial, torch.relu(x), EvalOptions())
+    assert not reviewed.passed
+    message = reviewed.message
+    assert message.startswith("output: " + trivial.HIDDEN_BY_TOLERANCE)
+    assert "on the negated inputs" in message and "negative values" in message
+    assert "relative L2 error 1 against a float64 evaluation" in message
+    assert "no better than a trivial output (zeros" in message and "more than 32x" in message
+    worst = torch.argmax((torch.relu(x).double() - _leaky(x.double())).abs()).item()
+    assert f"largest errors in output at {(worst // 256, worst % 256)}" in message
+    for word in ("tl.dot", "float16", "input_precision", "cast"):
+        assert word not in message
+
+
+def test_the_task_family_and_correct_or_failed_trials_are_left_as_they_are():
+    from tritongym.evaluator.compare import Comparison
+    from tritongym.evaluator.options import EvalOptions
+
+    x = -torch.rand(8, 32, generator=torch.Generator().manual_seed(4))
+    wrong = torch.relu(x)
+    # The task's own inputs: the findings stay integrity findings (the parent's checks decide).
+    assert trivial.review_family_trial(_passed(), _trial("get_inputs", [x], _leaky(x), _leaky(x.double())), wrong,
+                                       EvalOptions()).passed
+    # A correct output on a family passes.
+    assert trivial.review_family_trial(_passed(), _trial("negated", [x], _leaky(x), _leaky(x.double())), _leaky(x),
+                                       EvalOptions()).passed
+    # A trial the comparison failed is not touched.
+    failed = Comparison(False, 1.0, 1.0, 0.5, "output: mismatch")
+    assert trivial.review_family_trial(failed, _trial("negated", [x], _leaky(x), None), wrong, EvalOptions()) is failed
+
+
+def test_disabled_checks_and_the_precision_policy_decide_nothing_on_family_trials_either():
+    from tritongym.evaluator.options import EvalOptions
+
+    x = -torch.rand(8, 32, generator=torch.Generator().manual_seed(5))
+    trial = _trial("negated", [x], _leaky(x), _leaky(x.double()))
+    off = EvalOptions(disabled_checks=frozenset({"trivial_output", "precision_downgrade"}))
+    assert trivial.review_family_trial(_passed(), trial, torch.relu(x), off).passed
+    only_trivial = trivial.review_family_trial(_passed(), trial, torch.relu(x), EvalOptions(precision_policy="off"))
+    assert not only_trivial.passed and "more than" not in only_trivial.message
+    # Without a float64 truth the error is measured against the float32 reference.
+    no_truth = trivial.review_family_trial(_passed(), _trial("negated", [x], _leaky(x), None), torch.relu(x),
+                                           EvalOptions())
+    assert not no_truth.passed and "against the float32 reference" in no_truth.message

@@ -236,3 +236,20 @@ def test_geometric_symmetric_bounds_agree_with_verl_convention(mean_delta, upper
 def test_validation_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_mrs_averages_raw_log_ratios_as_kernelgym_does():
+    # KernelGYM's mismatch_helper averages the raw Δ over the trajectory and clamps only the mean.
+    # One token with Δ = +30 among 1000 tokens with Δ = −0.0295: raw mean +5.3e-4, inside
+    # [log 0.999, log 1.001]; with each token clamped to ±20 first the mean would be −9.5e-3 (rejected).
+    delta = torch.full((1, 1001), -0.0295, dtype=torch.float64)
+    delta[0, 0] = 30.0
+    rollout = torch.full_like(delta, -1.0)
+    mask = torch.ones_like(delta, dtype=torch.bool)
+    raw_mean = float(delta.sum() / delta.numel())
+    assert math.log(0.999) <= raw_mean <= math.log(1.001)
+    assert mrs_mask(rollout + delta, rollout, mask).tolist() == [True]
+    clamped_mean = float(delta.clamp(-20, 20).sum() / delta.numel())
+    assert not math.log(0.999) <= clamped_mean <= math.log(1.001)
+    # verl's geometric RS (the default of geometric_rs_mask) clamps each token first.
+    assert geometric_rs_mask(rollout + delta, rollout, mask).tolist() == [False]

@@ -9,7 +9,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritongym.rl import profiling_reward, prs_keep_probability, prs_sample, zero_variance_group_mask
+from tritongym.rl import (
+    meaningful_turn_mask,
+    profiling_reward,
+    prs_keep_probability,
+    prs_sample,
+    zero_variance_group_mask,
+)
 
 
 def test_profiling_reward_fixtures_spec_2_3_d1_d2():
@@ -105,12 +111,55 @@ def test_zero_variance_filter_matches_loop(seed, n):
         members = [j for j in range(n) if ids[j] == ids[i]]
         values = [scores[j].item() for j in members]
         mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        # KernelGYM's PPOBatchFilter: torch.std (unbiased) on groups of two or more, singletons unchecked.
+        low = len(values) > 1 and math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) < 1e-3
         all_trunc = all(truncated[j] for j in members)
-        assert keep[i].item() == (std >= 1e-3 and not all_trunc)
+        assert keep[i].item() == (not low and not all_trunc)
 
 
-def test_zero_variance_filter_drops_all_equal_and_singleton_groups():
+def test_zero_variance_filter_drops_all_equal_groups_and_keeps_singletons():
     scores = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.5])
     ids = torch.tensor([0, 0, 1, 1, 2])
-    assert zero_variance_group_mask(scores, ids).tolist() == [False, False, True, True, False]
+    assert zero_variance_group_mask(scores, ids).tolist() == [False, False, True, True, True]
+
+
+def test_zero_variance_filter_uses_the_unbiased_std():
+    # Two rewards 8e-4 apart: population std 4e-4 (< 1e-3), unbiased std 5.66e-4 (< 1e-3) -> dropped;
+    # 1.6e-3 apart: population std 8e-4 would drop the group, the unbiased 1.13e-3 keeps it (KernelGYM).
+    assert zero_variance_group_mask(torch.tensor([0.0, 8e-4]), torch.tensor([0, 0])).tolist() == [False, False]
+    assert zero_variance_group_mask(torch.tensor([0.0, 1.6e-3]), torch.tensor([0, 0])).tolist() == [True, True]
+
+
+def _meaningful_reference(rewards, lengths, failed):
+    """KernelGYM MultiTurnRequest.finalize (mask_void_turn=True), written as its loop over turns."""
+    out = []
+    for row, n, bad in zip(rewards, lengths, failed, strict=True):
+        keep, best = [], None
+        for t in range(n):
+            meaningful = t == 0 or not best > 0.0 or row[t] > 0.0
+            keep.append(meaningful and not bad)
+            best = row[t] if best is None else max(best, row[t])
+        out.append(keep + [False] * (len(row) - n))
+    return out
+
+
+def test_meaningful_turn_mask_worked_example():
+    # A = [1, 0], B = [0, 1]: A's turn 2 follows a scoring turn and scores nothing: masked.
+    keep = meaningful_turn_mask(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.ones(2, 2, dtype=torch.bool))
+    assert keep.tolist() == [[True, False], [True, True]]
+    # An error-ended trajectory loses every turn; a missing turn stays out.
+    keep = meaningful_turn_mask(torch.tensor([[0.5, 1.0, 0.0], [0.5, -1.0, 2.0]]),
+                                torch.tensor([[1, 1, 0], [1, 1, 1]]), failed=torch.tensor([True, False]))
+    assert keep.tolist() == [[False, False, False], [True, False, True]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 12), turns=st.integers(1, 5))
+def test_meaningful_turn_mask_matches_kernelgyms_loop(seed, n, turns):
+    gen = torch.Generator().manual_seed(seed)
+    rewards = torch.randint(-1, 3, (n, turns), generator=gen).double() * 0.5  # -0.5, 0, 0.5, 1
+    lengths = torch.randint(1, turns + 1, (n,), generator=gen)
+    failed = torch.rand(n, generator=gen) < 0.2
+    turn_mask = torch.arange(turns)[None, :] < lengths[:, None]
+    keep = meaningful_turn_mask(rewards, turn_mask, failed=failed)
+    assert keep.tolist() == _meaningful_reference(rewards.tolist(), lengths.tolist(), failed.tolist())

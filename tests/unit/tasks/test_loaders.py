@@ -277,7 +277,7 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
     # None in sys.modules makes `import pyarrow.parquet` raise ImportError, installed or not.
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
-    with pytest.raises(DependencyError, match=r"pyarrow: pip install 'tritongym\[data\]'"):
+    with pytest.raises(DependencyError, match=r"pyarrow: from the clone: pip install -e '\.\[data\]'"):
         load_hf_rows(path)
 
 

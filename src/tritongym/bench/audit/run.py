@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
 import torch
@@ -413,16 +415,21 @@ def audit_problems(
     *,
     progress: TextIO | None = sys.stderr,
     on_audit: Callable[[ProblemAudit], None] | None = None,
+    workers: int = 1,
     **options: Any,
 ) -> list[ProblemAudit]:
     """Audit every problem (keyword `options` as for `audit_problem`), one progress line each.
 
     Sizes are estimated first for all problems in one probe process, then each problem is
-    audited in its own reference worker. `on_audit` is called as each audit completes.
+    audited in its own reference worker, `workers` of them at once (each a separate process, so
+    threads here only wait on them). Results come back in the problems' order; `on_audit` is
+    called as each audit completes.
     """
     _check_options(options.get("device", "cpu"), options.get("input_seeds", 5),
                    options.get("weight_seeds", 3), options.get("tolerance", (1e-2, 1e-2)),
                    options.get("memory_budget_gb", 1.5), options.get("time_budget_s", 5.0))
+    if not isinstance(workers, int) or workers < 1:
+        raise OptionsError(f"workers must be an integer >= 1, got {workers!r}")
     started = time.monotonic()
     if progress is not None:
         print(f"audit: estimating sizes of {len(problems)} problems on the meta device", file=progress,
@@ -430,20 +437,27 @@ def audit_problems(
     estimates = estimate_sizes(problems)
     if options.get("device", "cpu") == "cpu" and "cpu_gflops" not in options:
         options["cpu_gflops"] = _cpu_gflops()
-    audits = []
-    for index, problem in enumerate(problems, 1):
+    done = 0
+    lock = threading.Lock()
+
+    def one(problem: Problem) -> ProblemAudit:
+        nonlocal done
         audit = audit_problem(problem, estimate=estimates[problem.content_hash], **options)
-        audits.append(audit)
-        if on_audit is not None:
-            on_audit(audit)
-        if progress is not None:
-            if audit.status == AuditStatus.AUDITED:
-                detail = ", ".join(f.value for f in audit.flags) or "no flags"
-            else:
-                detail = audit.reason
-            print(f"[{index}/{len(problems)} {time.monotonic() - started:5.0f}s] {problem.problem_id} "
-                  f"{problem.name}: {audit.status.value} ({audit.seconds:.1f}s) {detail}", file=progress,
-                  flush=True)
-    return audits
+        with lock:
+            done += 1
+            if on_audit is not None:
+                on_audit(audit)
+            if progress is not None:
+                if audit.status == AuditStatus.AUDITED:
+                    detail = ", ".join(f.value for f in audit.flags) or "no flags"
+                else:
+                    detail = audit.reason
+                print(f"[{done}/{len(problems)} {time.monotonic() - started:5.0f}s] {problem.problem_id} "
+                      f"{problem.name}: {audit.status.value} ({audit.seconds:.1f}s) {detail}", file=progress,
+                      flush=True)
+        return audit
 
-
+    if workers == 1:
+        return [one(problem) for problem in problems]
+    with ThreadPoolExecutor(max_workers=workers) as executor:
+        return list(executor.map(one, problems))

@@ -1,4 +1,4 @@
-"""tritongym's multi-turn `KernelEnv` served over OpenEnv's protocol (``pip install 'tritongym[openenv]'``).
+"""tritongym's multi-turn `KernelEnv` served over OpenEnv's protocol (``pip install -e '.[openenv]'``).
 
 * `create_app(problems=..., options=...)`: a FastAPI app built by OpenEnv's own ``create_app``:
   ``/ws`` (one `KernelEnv` per WebSocket session, many sessions at once), ``/reset``, ``/step``,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-INSTALL_HINT = "pip install 'tritongym[openenv]'"
+INSTALL_HINT = "pip install -e '.[openenv]'"
 
 _LAZY = {
     "KernelAction": "models",

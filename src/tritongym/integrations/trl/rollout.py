@@ -66,7 +66,9 @@ def _tokenizer_of(trainer: Any) -> Any:
 
 def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: int) -> list[Generation]:
     """Sample one reply per context from the trainer's own model (``generate``, no vLLM), with
-    the trainer's temperature / top-p / top-k / min-p, stopping at the tokenizer's EOS.
+    the trainer's temperature / top-p / top-k / min-p, stopping at the chat template's turn tokens
+    (EOS, and the token that opens a message; `tritongym.integrations.chat_stops`), as Dr.Kernel's
+    rollout does.
 
     Meant for one process or plain data parallelism; with sharded parameters (ZeRO-3, FSDP) or a
     vLLM server, pass `KernelRollout` a ``generator`` that talks to the inference engine."""
@@ -76,7 +78,7 @@ def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: i
     model = trainer.accelerator.unwrap_model(trainer.model)
     args = trainer.args
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = tokenizer.eos_token_id
+    stops = _stop_ids(tokenizer)
     width = max(len(c) for c in contexts)
     device = next(model.parameters()).device
     input_ids = torch.full((len(contexts), width), pad, dtype=torch.long)
@@ -91,7 +93,7 @@ def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: i
             out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                  max_new_tokens=max_new_tokens, do_sample=True, temperature=args.temperature,
                                  top_p=args.top_p, top_k=args.top_k or 0, min_p=args.min_p,
-                                 pad_token_id=pad, eos_token_id=eos,
+                                 pad_token_id=pad, eos_token_id=stops,
                                  output_scores=True, return_dict_in_generate=True)
     finally:
         model.train(was_training)
@@ -102,11 +104,18 @@ def sample_with_model(trainer: Any, contexts: list[list[int]], max_new_tokens: i
     generations = []
     for i in range(len(contexts)):
         ids = new[i].tolist()
-        end = len(ids)
-        if eos in ids:
-            end = ids.index(eos) + 1  # keep the EOS: it ends the model's turn
+        end = next((j + 1 for j, token in enumerate(ids) if token in stops), len(ids))  # keep the stop token
         generations.append(Generation(ids[:end], chosen[i, :end].tolist()))
     return generations
+
+
+def _stop_ids(tokenizer: Any) -> list[int]:
+    from tritongym.integrations.chat_stops import chat_template_stop_ids
+
+    try:
+        return chat_template_stop_ids(tokenizer)
+    except ValueError:  # a template that does not render contents as given: EOS only
+        return [tokenizer.eos_token_id]
 
 
 class KernelRollout:
@@ -223,6 +232,7 @@ class KernelRollout:
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tokenizer = _tokenizer_of(trainer)
         max_new = self.max_new_tokens or trainer.args.max_completion_length
+        stops = set(_stop_ids(tokenizer))
         problems = [self.problem_of(p) for p in prompts]
         envs = [self.make_env(p) for p in problems]
         observations = [env.reset(options={"problem": p})[0] for env, p in zip(envs, problems, strict=True)]
@@ -262,7 +272,7 @@ class KernelRollout:
                 records[i].append(turn_record(
                     turn, messages, info, generation_s=generation_s, wall_s=generation_s + turn.eval_s,
                     usage={"prompt_tokens": len(ctx), "completion_tokens": len(g.token_ids)},
-                    finish_reason="stop" if g.token_ids and g.token_ids[-1] == tokenizer.eos_token_id else "length"))
+                    finish_reason="stop" if g.token_ids and g.token_ids[-1] in stops else "length"))
                 observations[i] = obs
                 if terminated or truncated:
                     stop[i] = "success" if terminated else "budget"

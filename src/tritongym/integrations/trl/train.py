@@ -25,7 +25,7 @@ from tritongym.errors import TritongymError
 
 __all__ = ["TrlTrainConfig", "require_trl", "run_trl_training"]
 
-INSTALL_HINT = "pip install 'tritongym[trl]' (install your torch first; see docs/training.md)"
+INSTALL_HINT = "pip install -e '.[trl]' (install your torch first; see docs/training.md)"
 
 
 def require_trl() -> None:
@@ -60,6 +60,7 @@ class TrlTrainConfig:
     eval_workers: int = 1
     gamma: float = 1.0
     prs: bool = True
+    meaningful_turns: bool = True
     group_filter_std: float | None = None
     dvp_alpha: float | None = None
     length_lr_decay: bool = False
@@ -148,7 +149,8 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
                                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                                    rollout_func=rollout, callbacks=callbacks, optimizers=optimizers,
                                    turn_gamma=config.gamma, prs=config.prs, prs_seed=config.seed,
-                                   group_filter_std=config.group_filter_std, dvp_alpha=config.dvp_alpha)
+                                   group_filter_std=config.group_filter_std, dvp_alpha=config.dvp_alpha,
+                                   meaningful_turns=config.meaningful_turns)
         started = time.monotonic()
         trainer.train()
         wall_s = time.monotonic() - started

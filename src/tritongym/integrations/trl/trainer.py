@@ -10,18 +10,31 @@ advantages with per-token ones:
 
 where a group is a run of ``num_generations`` rows (TRL's layout) and the baseline of a turn is the
 mean reward-to-go of the other trajectories of the prompt that reached it. TRL's loss accepts
-``[B, T]`` advantages as they are. PRS (Dr.Kernel's profiling-based rejection sampling) is applied
-before the advantages, in Dr.Kernel's order: each turn is kept with its keep probability
-(``turn_keep_prob`` from the rollout, 1 when coverage is unmeasured, i.e. on a CPU); a dropped
-turn's reward is zeroed and its tokens leave the loss mask, while the turn still counts in its peers'
-baselines (docs/rl.md, the TRLOO note) — as the verl plug-in's ``tritongym`` trainer does.
+``[B, T]`` advantages as they are. Before the advantages, in the order of KernelGYM's ``fit()``
+(@3a84417), as the verl plug-in's ``tritongym`` trainer does:
+
+1. meaningful-turn masking (``meaningful_turns=True``; KernelGYM's rollout with
+   ``mask_void_turn=True``, ``tritongym.rl.meaningful_turn_mask``): a turn scoring ≤ 0 after an
+   earlier turn of its trajectory scored > 0 leaves the loss, its reward is zeroed and it leaves
+   its peers' baselines;
+2. PRS (Dr.Kernel's profiling-based rejection sampling): each turn is kept with its keep
+   probability (``turn_keep_prob`` from the rollout, 1 when coverage is unmeasured, i.e. on a CPU);
+   a dropped turn's tokens leave the loss mask and it **keeps its reward** in its peers' baselines
+   and its trajectory's reward-to-go (KernelGYM zeroes rewards only where step 1 masked);
+3. the group filter (``group_filter_std``): KernelGYM's ``PPOBatchFilter`` on the last-turn rewards
+   as step 1 left them (unbiased std of groups of two or more, < the threshold → out).
+
+Every collective (gather, broadcast) runs on every process whatever the local masks are, so
+processes that drop turns and processes that do not stay in step.
 
 DVP (dynamic vocabulary pruning, arXiv 2512.23087; ``tritongym.rl.dvp_log_probs``) with
 ``dvp_alpha=α``: the rollout samples with min-p α (``GRPOConfig(min_p=α)``, checked), and every
 log-prob the loss sees is the pruned policy's, log π_S(y) = z_y − logsumexp over {v : z_v ≥ max z +
 log α} (z = logits / temperature): the trainer's fused LM-head forward is wrapped so that, when
 TRL asks for per-token log-probs, they come from the model's own logits through
-``dvp_log_probs`` (a token outside the safe set gets no gradient). This materialises the
+``dvp_log_probs``; a completion token outside the pruned policy's set (or, with a KL term, outside
+the reference's) at scoring time leaves the loss mask (``tritongym.rl.dvp``: AND ``in_safe`` into the
+mask; its log-prob is only a finite placeholder). This materialises the
 ``[B, L, V]`` logits that TRL's fused head avoids: fine at TRL's small scale, not for long contexts
 with large vocabularies.
 
@@ -44,7 +57,14 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import FusedCausalLMOutput
 
-from tritongym.rl import ResponseLengthLRDecay, dvp_log_probs, prs_sample, trloo_advantages, zero_variance_group_mask
+from tritongym.rl import (
+    ResponseLengthLRDecay,
+    dvp_log_probs,
+    meaningful_turn_mask,
+    prs_sample,
+    trloo_advantages,
+    zero_variance_group_mask,
+)
 
 __all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "install_dvp_log_probs",
            "turn_token_advantages"]
@@ -55,7 +75,10 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
 
     ``model`` must already carry TRL's fused LM head (``GRPOTrainer`` adds it): other calls
     (generation, ``fused_lm_head=False``) go to that forward unchanged. Label −100 positions get 0,
-    as TRL's head gives them.
+    as TRL's head gives them. A label outside the pruned set V_S has no π_S log-prob: it gets the
+    full softmax's, detached (no gradient), a finite placeholder — ``dvp_log_probs``'s −1e4 would make
+    TRL's KL term exp(ref − logp) overflow to inf, and inf × a 0 mask is NaN. The trainer takes such
+    tokens out of the loss mask (`TRLOOGRPOTrainer`), so the placeholder never counts.
     """
     fused = model.forward  # TRL's fused-head forward (an instance attribute)
     plain = type(model).forward  # the model class's own forward: logits
@@ -73,9 +96,11 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
             targets = shift_labels
         mask = targets != -100
         dvp = dvp_log_probs(logits, targets.clamp_min(0), alpha, temperature=temperature)
-        log_probs = torch.where(mask, dvp.log_probs, 0.0)
         with torch.no_grad():  # TRL's entropy metric: the full distribution's, as its own head reports it
-            entropy = torch.distributions.Categorical(logits=logits.float() / temperature).entropy()
+            full = torch.distributions.Categorical(logits=logits.float() / temperature)
+            entropy = full.entropy()
+            placeholder = full.logits.gather(-1, targets.clamp_min(0)[..., None])[..., 0]  # log π(y), finite
+        log_probs = torch.where(mask, torch.where(dvp.in_safe, dvp.log_probs, placeholder.to(dvp.log_probs.dtype)), 0.0)
         entropy = torch.where(mask, entropy, 0.0)
         loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
         return FusedCausalLMOutput(loss=loss, log_probs=log_probs, entropy=entropy, label_mask=mask)
@@ -106,13 +131,15 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         dvp_alpha: DVP's min-p threshold α in (0, 1] (module docstring), or None (default) for the
             full-softmax log-probs. Needs ``GRPOConfig(min_p=α)`` so sampling prunes with the same rule.
         group_filter_std: Dr.Kernel's group filter (``REJECTION_SAMPLE``, threshold 1e-3): a prompt
-            group whose last-turn rewards (after PRS) have a population std below this leaves the loss
-            (``tritongym.rl.zero_variance_group_mask``). TRL cannot resample a step's prompts, so the
-            group is masked rather than replaced. None (default): no filter.
+            group whose last-turn rewards (after meaningful-turn masking) have an unbiased std below
+            this leaves the loss (``tritongym.rl.zero_variance_group_mask``). TRL cannot resample a
+            step's prompts, so the group is masked rather than replaced. None (default): no filter.
+        meaningful_turns: KernelGYM's ``mask_void_turn`` (default True, as released; module docstring).
     """
 
     def __init__(self, *args: Any, turn_gamma: float = 1.0, prs: bool = True, prs_seed: int | None = None,
-                 group_filter_std: float | None = None, dvp_alpha: float | None = None, **kwargs: Any) -> None:
+                 group_filter_std: float | None = None, dvp_alpha: float | None = None,
+                 meaningful_turns: bool = True, **kwargs: Any) -> None:
         if not 0.0 <= turn_gamma <= 1.0:
             raise ValueError(f"turn_gamma must be in [0, 1], got {turn_gamma}")
         if group_filter_std is not None and not group_filter_std >= 0:
@@ -135,6 +162,7 @@ class TRLOOGRPOTrainer(GRPOTrainer):
                 install_dvp_log_probs(self.ref_model, dvp_alpha, temperature=self.temperature)
         self.turn_gamma = float(turn_gamma)
         self.group_filter_std = group_filter_std
+        self.meaningful_turns = bool(meaningful_turns)
         self.prs = prs
         self._prs_generator = None
         if prs_seed is not None:
@@ -167,48 +195,78 @@ class TRLOOGRPOTrainer(GRPOTrainer):
             keep_prob[i, : len(row_keep)] = torch.tensor(row_keep, dtype=torch.float64)
         groups = torch.arange(n) // group_size  # TRL: consecutive runs of num_generations rows
         start = self.accelerator.process_index * len(inputs)
-        # PRS before the advantages (Dr.Kernel's order). The draw covers the whole batch; process 0's
-        # is broadcast so every process zeroes the same rewards (their RNG states may differ).
-        keep = torch.ones(n, turns, dtype=torch.bool)
+        # 1. KernelGYM's loss_mask: turns that are not meaningful leave the loss, their groups and their rewards.
+        in_groups = turn_mask
+        if self.meaningful_turns:
+            in_groups = meaningful_turn_mask(rewards, turn_mask)
+        rewards = torch.where(in_groups, rewards, 0.0)
+        masked = turn_mask & ~in_groups
+        # 2. PRS. The draw covers the whole batch; process 0's is broadcast so every process drops the
+        # same turns (their RNG states may differ). Rejected turns keep their rewards.
+        keep = in_groups.clone()
         if self.prs:
-            keep = prs_sample(keep_prob.flatten(), generator=self._prs_generator).view_as(keep_prob) | ~turn_mask
+            drawn = prs_sample(keep_prob.flatten(), generator=self._prs_generator).view_as(keep_prob) | ~turn_mask
             if self.accelerator.num_processes > 1:
-                shared = [keep]
+                shared = [drawn]
                 broadcast_object_list(shared, from_process=0)
-                keep = shared[0]
-        # A dropped turn's reward is zeroed ("zero rewards of masked turns") and it stays in its peers'
-        # baselines and its trajectory's reward-to-go; its tokens leave the loss below.
-        rewards = torch.where(keep, rewards, 0.0)
-        rejected = int((~keep[start: start + len(inputs)]).sum())  # this process's PRS-dropped turns
+                drawn = shared[0]
+            keep &= drawn
+        rejected = int((in_groups & ~keep)[start: start + len(inputs)].sum())  # this process's PRS-dropped turns
         filtered_groups = 0
         if self.group_filter_std is not None:
-            # Dr.Kernel's group filter on last-turn rewards, after PRS: a row of a filtered group keeps no turn.
+            # 3. Dr.Kernel's group filter on last-turn rewards (as step 1 left them): a filtered group keeps no turn.
             last = rewards.gather(1, (turn_mask.sum(dim=1) - 1).clamp_min(0)[:, None])[:, 0]
             keep_rows = zero_variance_group_mask(last, groups, min_std=self.group_filter_std)
             filtered_groups = int((~keep_rows).sum()) // group_size
             keep = keep & keep_rows[:, None]
-        advantages = trloo_advantages(rewards, turn_mask, groups, gamma=self.turn_gamma)
+        advantages = trloo_advantages(rewards, in_groups, groups, gamma=self.turn_gamma)
         local_adv = advantages[start: start + len(inputs)]
         spans = [row["turn_spans"] for row in inputs]
         width = output["completion_ids"].shape[1]
         device = output["completion_ids"].device
-        drop = (~keep[start: start + len(inputs)]).to(torch.float64)
+        drop = (turn_mask & ~keep)[start: start + len(inputs)].to(torch.float64)
         output["advantages"] = turn_token_advantages(local_adv * (1.0 - drop), spans, width).to(device)
-        if drop.any():
-            token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
-            base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
-            output["tool_mask"] = base * (~token_drop).to(base.dtype)
-            loss_mask = output["completion_mask"] * output["tool_mask"]
-            # TRL divides by this count; a batch left with no token keeps 1 so its (zero) loss stays finite.
-            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum().clamp_min(1)
+        token_drop = turn_token_advantages(drop, spans, width).to(device).bool()
+        base = output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        if self.dvp_alpha is not None:
+            out_of_set = self._dvp_out_of_set(output) & (base * output["completion_mask"]).bool()
+            token_drop |= out_of_set
+            self._metrics[mode]["tritongym/dvp_out_of_set_tokens"].append(
+                float(self.accelerator.gather(out_of_set.sum()).sum()))
+        output["tool_mask"] = base * (~token_drop).to(base.dtype)
+        loss_mask = output["completion_mask"] * output["tool_mask"]
+        # TRL divides by this count. The gather runs on every process, whether or not this one dropped
+        # a token (a collective under a per-process condition deadlocks or mismatches). A batch left
+        # with no token keeps 1 so its (zero) loss stays finite.
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum().clamp_min(1)
         metrics = self._metrics[mode]
-        metrics["tritongym/trloo_advantage_abs"].append(float(advantages[turn_mask].abs().mean()))
+        metrics["tritongym/trloo_advantage_abs"].append(float(advantages[in_groups].abs().mean())
+                                                        if in_groups.any() else 0.0)
         metrics["tritongym/turns_per_trajectory"].append(float(turn_mask.sum(dim=1).double().mean()))
+        metrics["tritongym/not_meaningful_turns"].append(float(masked.sum()))
         metrics["tritongym/prs_rejected_turns"].append(float(self.accelerator.gather(
             torch.tensor(float(rejected), device=device)).sum()))
         if self.group_filter_std is not None:
             metrics["tritongym/filtered_groups"].append(float(filtered_groups))
         return output
+
+    def _dvp_out_of_set(self, output: dict[str, Any]) -> torch.Tensor:
+        """``[B, L]`` bool: completion tokens outside the pruned set V_S of the policy (its weights of this
+        step, π_old) or, with a KL term, of the reference model."""
+        completion = output["completion_ids"]
+        input_ids = torch.cat([output["prompt_ids"], completion], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        width = completion.size(1)
+        models = [self.accelerator.unwrap_model(self.model)]
+        if self.beta != 0.0 and self.ref_model is not None:
+            models.append(self.ref_model)
+        out = torch.zeros_like(completion, dtype=torch.bool)
+        for model in models:
+            with torch.no_grad():
+                logits = type(model).forward(model, input_ids=input_ids, attention_mask=attention,
+                                             use_cache=False).logits[:, -width - 1: -1]
+            out |= ~dvp_log_probs(logits, completion, self.dvp_alpha, temperature=self.temperature).in_safe
+        return out
 
 
 class ResponseLengthLRCallback(TrainerCallback):

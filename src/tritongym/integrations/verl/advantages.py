@@ -18,9 +18,10 @@ own ``rloo`` is exactly that (``tritongym.rl.rloo_advantages``, a group of one i
 Turn layout: verl hands an estimator only ``token_level_rewards``, ``response_mask`` and ``uid``, so by
 default the turns are read off the mask. A step that masks a whole turn out of the loss (PRS in the
 ``tritongym`` trainer, ``trainer``) would then make that turn vanish and renumber the turns after it,
-moving them into other peer groups; Dr.Kernel keeps such a turn in its peers' baselines. The trainer
-therefore passes the turns explicitly for the duration of its advantage step (`explicit_turns`):
-``[n, L]`` turn numbers, 1-based on the model's tokens and 0 elsewhere.
+moving them into other peer groups; Dr.Kernel keeps such a turn (with its reward) in its peers'
+baselines. The trainer therefore passes the turns explicitly for the duration of its advantage step
+(`explicit_turns`): ``[n, L]`` turn numbers, 1-based on the model's tokens and 0 elsewhere, and the
+turns that leave the groups altogether (KernelGYM's ``loss_mask`` 0, meaningful-turn masking).
 """
 
 from __future__ import annotations
@@ -39,17 +40,21 @@ from tritongym.rl import trloo_advantages, turn_returns
 
 __all__ = ["explicit_turns", "split_turns", "trloo_advantage_return", "turn_numbers"]
 
-_explicit_turns: ContextVar[Tensor | None] = ContextVar("tritongym_verl_turns", default=None)
+_explicit_turns: ContextVar[tuple[Tensor, Tensor | None] | None] = ContextVar("tritongym_verl_turns", default=None)
 
 
 @contextmanager
-def explicit_turns(turn_numbers: Tensor) -> Iterator[None]:
+def explicit_turns(turn_numbers: Tensor, excluded: Tensor | None = None) -> Iterator[None]:
     """Within this block ``trloo`` takes the turns from ``turn_numbers`` instead of the mask.
 
     Args:
         turn_numbers: ``[n, L]`` int; k ≥ 1 on the model tokens of turn k, 0 on feedback and padding.
+        excluded: optional ``[n, T] bool``, True at (row, turn k−1) for turns that leave the TRLOO
+            groups altogether (KernelGYM's ``loss_mask`` 0: meaningful-turn masking); they keep their
+            number, so later turns are not renumbered. Turns dropped by MRS or PRS are *not* excluded:
+            KernelGYM keeps them, with their rewards, in their peers' baselines.
     """
-    token = _explicit_turns.set(turn_numbers)
+    token = _explicit_turns.set((turn_numbers, excluded))
     try:
         yield
     finally:
@@ -79,7 +84,8 @@ def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Ten
             f"{tuple(token_level_rewards.shape)}, {tuple(response_mask.shape)}"
         )
     mask = response_mask.bool()
-    numbers = _explicit_turns.get()
+    explicit = _explicit_turns.get()
+    numbers, excluded = explicit if explicit is not None else (None, None)
     if numbers is None:
         numbers = turn_numbers(mask)
     elif numbers.shape != mask.shape:
@@ -96,6 +102,13 @@ def split_turns(token_level_rewards: Tensor, response_mask: Tensor) -> tuple[Ten
         1, turn_of_token.clamp_min(0), torch.where(counted, token_level_rewards.to(torch.float64), 0.0)
     )
     turn_mask = torch.arange(width, device=mask.device)[None, :] < num_turns[:, None]
+    if excluded is not None:
+        if excluded.shape[0] != mask.shape[0]:
+            raise ValueError(f"explicit turns: excluded has {excluded.shape[0]} rows, expected {mask.shape[0]}")
+        out = torch.zeros_like(turn_mask)
+        cols = min(width, excluded.shape[1])
+        out[:, :cols] = excluded[:, :cols].to(device=mask.device, dtype=torch.bool)
+        turn_mask = turn_mask & ~out
     return rewards, turn_mask, turn_of_token
 
 

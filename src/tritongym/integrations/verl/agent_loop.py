@@ -37,7 +37,9 @@ and applies PRS from them before the advantage step (``tritongym.integrations.ve
 Options (keyword arguments of the agent loop; set them in an ``agent_loop_config_path`` YAML entry
 ``{name: tritongym_kernel, _target_: tritongym.integrations.verl.agent_loop.KernelAgentLoop, ...}``):
 ``problems`` (a problem-set spec, default ``builtin``), ``max_turns`` (3), ``feedback`` (``standard``),
-``history`` (only ``full``: verl keeps one append-only token row per trajectory), ``max_turn_tokens``
+``history`` (only ``full``: verl keeps one append-only token row per trajectory), ``stop_token_ids``
+(``chat_template``: stop at the chat template's turn tokens and EOS, as Dr.Kernel's rollout does,
+`tritongym.integrations.chat_stops`; a list of ids; or null: the engine's EOS only), ``max_turn_tokens``
 (a cap on each turn's generation, sent as ``max_tokens``; every turn is also capped by what is left of
 ``rollout.response_length``), ``extract``
 (``last``), ``success`` (``never``), ``evaluator`` (``local``: the in-process ``LocalPool``; ``ray``:
@@ -188,7 +190,7 @@ class KernelAgentLoop(AgentLoopBase):
 
     def __init__(self, *args: Any, problems: str = "builtin", max_turns: int = 3, feedback: str = "standard",
                  history: str = "full", max_turn_tokens: int | None = None, extract: str = "last",
-                 success: str | None = None,
+                 success: str | None = None, stop_token_ids: str | list[int] | None = None,
                  evaluator: str = "local", workers: int | None = None,
                  eval_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -204,6 +206,7 @@ class KernelAgentLoop(AgentLoopBase):
                 f"tritongym_kernel: max_turn_tokens must be a positive integer or null, got {max_turn_tokens!r}")
         self.problems = problems
         self.max_turn_tokens = max_turn_tokens
+        self.stop_token_ids = _stop_token_ids(stop_token_ids, self.tokenizer)
         self.env_options = {"max_turns": max_turns, "feedback": feedback, "history": history, "extract": extract,
                             "success": success}
         self.options = _eval_options(eval_options)
@@ -228,6 +231,8 @@ class KernelAgentLoop(AgentLoopBase):
             step_timing: dict[str, float] = {}
             budget = self.response_length - len(mask)  # ≥ 1: checked before the feedback was appended
             params = {**sampling_params, "max_tokens": min(budget, self.max_turn_tokens or budget)}
+            if self.stop_token_ids:
+                params["stop_token_ids"] = sorted(set(params.get("stop_token_ids") or []) | set(self.stop_token_ids))
             with simple_timer("generate_sequences", step_timing):
                 output = await self.server_manager.generate(
                     request_id=request_id, prompt_ids=runtime, sampling_params=params)
@@ -281,6 +286,19 @@ class KernelAgentLoop(AgentLoopBase):
             metrics=timing,
             extra_fields=extra,
         )
+
+
+def _stop_token_ids(spec: str | list[int] | None, tokenizer: Any) -> list[int]:
+    if spec is None:
+        return []
+    if spec == "chat_template":
+        from tritongym.integrations.chat_stops import chat_template_stop_ids
+
+        return chat_template_stop_ids(tokenizer)
+    if isinstance(spec, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in spec):
+        return [int(i) for i in spec]
+    raise ValueError(f"tritongym_kernel: stop_token_ids must be 'chat_template', a list of token ids or null, "
+                     f"got {spec!r}")
 
 
 def _turn_record(info: dict[str, Any], reward: float, tokens: int) -> dict[str, Any]:

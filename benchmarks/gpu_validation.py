@@ -1,0 +1,195 @@
+"""GPU validation of the verdict's measurements: one command, one GPU, under 10 minutes.
+
+For every problem of the built-in suite with its honest solution (examples/builtin):
+
+* **timing agreement**: tritongym's candidate median against `triton.testing.do_bench` of the same
+  `ModelNew` on the same shapes, in this process (fresh inputs, L2 flushed by do_bench); the
+  target is agreement within 10 %;
+* **stability**: the coefficient of variation of the speedup over ``--runs`` evaluations (5);
+* **coverage**: the PR coverage of the honest solution, and the verdict of a PyTorch fallback of
+  the same problem (the reference's forward behind a token kernel) — it must get no reward;
+* **throughput**: evaluations per hour over the whole run.
+
+Printed as Markdown for docs/benchmarks.md. Without a CUDA device every GPU line says
+*unverified* and the script exits 0: the statistics and the table are exercised by
+tests/unit/bench/test_gpu_validation.py on any machine.
+
+Usage: ``python benchmarks/gpu_validation.py [--runs 5] [--only 07_softmax,10_matmul]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The agreement the issue asks of tritongym's timing against do_bench.
+AGREEMENT_TARGET = 0.10
+
+FALLBACK_TEMPLATE = '''
+import torch
+import triton
+import triton.language as tl
+
+from problem_under_test import Model
+
+
+@triton.jit
+def _token(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(Model):
+    def forward(self, *args):
+        out = super().forward(*args)
+        _token[(1,)](out, 1, BLOCK=16)
+        return out
+'''
+
+
+@dataclass
+class Row:
+    problem: str
+    do_bench_ms: float | None = None
+    tritongym_ms: list[float] = field(default_factory=list)
+    speedups: list[float] = field(default_factory=list)
+    coverage: float | None = None
+    fallback_status: str | None = None
+    fallback_reward: float | None = None
+    error: str | None = None
+
+    @property
+    def agreement(self) -> float | None:
+        return relative_gap(statistics.median(self.tritongym_ms), self.do_bench_ms) if self.tritongym_ms and \
+            self.do_bench_ms else None
+
+    @property
+    def speedup_cv(self) -> float | None:
+        return coefficient_of_variation(self.speedups)
+
+
+def relative_gap(measured: float, reference: float) -> float:
+    """``|measured - reference| / reference``: 0.1 means 10 % apart."""
+    if reference <= 0:
+        raise ValueError("the reference time must be positive")
+    return abs(measured - reference) / reference
+
+
+def coefficient_of_variation(values: list[float]) -> float | None:
+    """Sample standard deviation over the mean; None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else None
+
+
+def _cell(value: float | None, fmt: str, unverified: bool) -> str:
+    if unverified:
+        return "unverified (no GPU)"
+    return "—" if value is None else format(value, fmt)
+
+
+def render(rows: list[Row], evals_per_hour: float | None, unverified: bool, device: str) -> str:
+    lines = [f"GPU validation on {device}" + (" — **unverified: no CUDA device here**" if unverified else ""), "",
+             "| problem | do_bench ms | tritongym ms (median) | gap | speedup CV | coverage (honest) | fallback |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        gap = row.agreement
+        mark = "" if gap is None or gap <= AGREEMENT_TARGET else " ✗"
+        fallback = "unverified (no GPU)" if unverified else (
+            f"{row.fallback_status}, reward {row.fallback_reward:g}" if row.fallback_status else "—")
+        lines.append(f"| {row.problem} | {_cell(row.do_bench_ms, '.4f', unverified)} | "
+                     f"{_cell(statistics.median(row.tritongym_ms) if row.tritongym_ms else None, '.4f', unverified)} | "
+                     f"{_cell(gap, '.1%', unverified)}{mark} | {_cell(row.speedup_cv, '.1%', unverified)} | "
+                     f"{_cell(row.coverage, '.2f', unverified)} | {fallback} |"
+                     + (f" error: {row.error}" if row.error else ""))
+    lines += ["", f"evaluations per hour: {_cell(evals_per_hour, '.0f', unverified)}"]
+    return "\n".join(lines)
+
+
+def _problems(only: set[str] | None) -> list[tuple[Path, Path]]:
+    pairs = []
+    for solution in sorted((ROOT / "examples" / "builtin").glob("*.py")):
+        problem = ROOT / "src" / "tritongym" / "tasks" / "builtin" / solution.name
+        if problem.exists() and (only is None or solution.stem in only):
+            pairs.append((problem, solution))
+    return pairs
+
+
+def _do_bench_ms(problem: Path, solution: Path) -> float:
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    def load(path: Path, name: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    task, candidate = load(problem, "problem_under_test"), load(solution, "solution_under_test")
+    with torch.device("cuda"):
+        model = candidate.ModelNew(*task.get_init_inputs()).cuda()
+        inputs = [x.cuda() if torch.is_tensor(x) else x for x in task.get_inputs()]
+    with torch.no_grad():
+        return float(triton.testing.do_bench(lambda: model(*inputs), return_mode="median"))
+
+
+def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
+    import tritongym
+    from tritongym.tasks.loaders import load_problem_file
+
+    rows: list[Row] = []
+    evaluations = 0
+    started = time.monotonic()
+    for problem_path, solution_path in _problems(only):
+        row = Row(problem_path.stem)
+        rows.append(row)
+        try:
+            row.do_bench_ms = _do_bench_ms(problem_path, solution_path)
+            problem = load_problem_file(problem_path)
+            for _ in range(runs):
+                result = tritongym.evaluate(problem, solution_path, device="cuda")
+                evaluations += 1
+                if result.timing is not None:
+                    row.tritongym_ms.append(result.timing.candidate_median_ms)
+                if result.speedup is not None:
+                    row.speedups.append(result.speedup)
+                if result.coverage is not None:
+                    row.coverage = result.coverage
+            source = FALLBACK_TEMPLATE.replace("from problem_under_test import Model", problem.source)
+            fallback = tritongym.evaluate(problem, source, device="cuda")
+            evaluations += 1
+            row.fallback_status, row.fallback_reward = str(fallback.status), fallback.reward
+        except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
+            row.error = f"{type(exc).__name__}: {str(exc)[:120]}"
+    hours = (time.monotonic() - started) / 3600
+    return rows, evaluations / hours if hours else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="evaluations per problem (speedup CV)")
+    parser.add_argument("--only", help="comma-separated problem names (e.g. 07_softmax,10_matmul)")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    import torch
+
+    if not torch.cuda.is_available():
+        rows = [Row(problem.stem) for problem, _ in _problems(only)]
+        print(render(rows, None, unverified=True, device="this machine (CPU only)"))
+        return 0
+    rows, per_hour = run(args.runs, only)
+    print(render(rows, per_hour, unverified=False, device=torch.cuda.get_device_name()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

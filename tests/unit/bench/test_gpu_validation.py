@@ -1,0 +1,54 @@
+"""benchmarks/gpu_validation.py on a machine without a GPU: its statistics, its table, and that
+every GPU line says unverified instead of a number."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu_validation.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_validation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_validation"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_relative_gap_and_cv(bench):
+    assert bench.relative_gap(1.1, 1.0) == pytest.approx(0.1)
+    assert bench.relative_gap(0.9, 1.0) == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        bench.relative_gap(1.0, 0.0)
+    assert bench.coefficient_of_variation([1.0]) is None
+    assert bench.coefficient_of_variation([2.0, 2.0, 2.0]) == 0
+    assert bench.coefficient_of_variation([1.0, 3.0]) == pytest.approx(1.41421356 / 2)
+
+
+def test_rows_flag_a_gap_beyond_the_target(bench):
+    row = bench.Row("07_softmax", do_bench_ms=1.0, tritongym_ms=[1.2, 1.25, 1.3], speedups=[2.0, 2.2],
+                    coverage=0.97, fallback_status="integrity_violation", fallback_reward=0.0)
+    assert row.agreement == pytest.approx(0.25)
+    table = bench.render([row], 120.0, unverified=False, device="H100")
+    assert "25.0% ✗" in table and "integrity_violation, reward 0" in table and "evaluations per hour: 120" in table
+    close = bench.Row("10_matmul", do_bench_ms=1.0, tritongym_ms=[1.05])
+    assert "✗" not in bench.render([close], None, unverified=False, device="H100").splitlines()[4]
+
+
+def test_without_a_gpu_every_line_says_unverified(bench, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the real run is benchmarks/gpu_validation.py itself")
+    assert bench.main(["--only", "07_softmax,10_matmul"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
+    assert [r.split("|")[1].strip() for r in rows] == ["07_softmax", "10_matmul"]
+    assert all(r.count("unverified (no GPU)") == 6 for r in rows)
+    assert "evaluations per hour: unverified (no GPU)" in out
