@@ -74,7 +74,8 @@ def _trim_lines(text: str, max_chars: int) -> str:
     head, tail = [], []
     used = len("… [lines omitted] …") + 2
     for i in range(len(lines)):
-        line = lines[-1 - i] if i % 2 == 0 else lines[i // 2]
+        # Alternate tail and head, each side consecutive: lines[-1], lines[0], lines[-2], lines[1], ...
+        line = lines[-1 - i // 2] if i % 2 == 0 else lines[i // 2]
         if used + len(line) + 1 > max_chars:
             break
         used += len(line) + 1
