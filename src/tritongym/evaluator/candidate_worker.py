@@ -551,15 +551,7 @@ def main() -> None:
     channel = common.open_channel(args.fd)
     # The parent speaks first: the channel key and the hash of the solution it checked. Nothing
     # of the candidate has run yet.
-    hello = channel.recv(timeout=60)
-    payload = hello.payload if isinstance(hello.payload, dict) else {}
-    if hello.kind != "hello" or not isinstance(payload.get("key"), str):
-        raise SystemExit("tritongym candidate worker: expected a hello frame first")
-    channel.enable_signing(bytes.fromhex(payload["key"]))
-    # No process of the same user may attach to this one or read its memory through /proc.
-    from tritongym.evaluator.seccomp import make_non_dumpable
-
-    make_non_dumpable()
+    payload = common.accept_hello(channel, "candidate")
     device = torch.device(args.device)
     if device.type == "cuda":
         # CUDA is initialised and a tiny Triton kernel compiled and launched before any candidate

@@ -326,14 +326,7 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
 def main() -> None:
     args = common.parse_worker_args("tritongym clean-room worker (internal)")
     channel = common.open_channel(args.fd)
-    hello = channel.recv(timeout=60)
-    payload = hello.payload if isinstance(hello.payload, dict) else {}
-    if hello.kind != "hello" or not isinstance(payload.get("key"), str):
-        raise SystemExit("tritongym clean-room worker: expected a hello frame first")
-    channel.enable_signing(bytes.fromhex(payload["key"]))
-    from tritongym.evaluator.seccomp import make_non_dumpable
-
-    make_non_dumpable()
+    payload = common.accept_hello(channel, "clean-room")
     with open(args.source, encoding="utf-8") as handle:
         source = handle.read()
     if hashlib.sha256(source.encode("utf-8")).hexdigest() != payload.get("source_sha256"):

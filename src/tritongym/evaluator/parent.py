@@ -177,15 +177,18 @@ class _Evaluation:
             # no construct the interpreter lacks: an exception text is not evidence.
             return CandidateFailed(Status.RUNTIME_ERROR, f"{phase}: {text}")
         if kind == "unsupported":
-            notice = Notice(NoticeCode.INTERPRETER_LIMIT,
-                            "the CPU interpreter cannot run a construct this candidate uses (inline assembly or an "
-                            "extern library call); this is a limit of the CPU tier, not a verdict on the kernel's "
-                            "correctness: evaluate it on a GPU")
-            if notice not in self.notices:
-                self.notices.append(notice)
+            self.note_interpreter_limit(", ".join(dict.fromkeys(interpreter_gaps(self.solution_source))))
             return CandidateFailed(Status.UNSUPPORTED, f"{phase}: {text}")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
         return CandidateFailed(status, f"{phase}: {text}")
+
+    def note_interpreter_limit(self, detail: str) -> None:
+        """The `interpreter_limit` notice that goes with an `unsupported` status (once)."""
+        notice = Notice(NoticeCode.INTERPRETER_LIMIT,
+                        f"the CPU interpreter cannot run a construct this candidate uses ({detail}); this is a limit "
+                        "of the CPU tier, not a verdict on the kernel's correctness: evaluate it on a GPU")
+        if notice not in self.notices:
+            self.notices.append(notice)
 
     def _expect(self, message: Message, kind: str, phase: str) -> dict[str, Any]:
         if message.kind == "error":
@@ -342,12 +345,7 @@ class _Evaluation:
         payload = payload if isinstance(payload, dict) else {}
         kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
         if kind == "unsupported":  # measured by the clean room's own interpreter: believed
-            notice = Notice(NoticeCode.INTERPRETER_LIMIT,
-                            "the CPU interpreter cannot run a construct this candidate uses (measured in the clean "
-                            "room); this is a limit of the CPU tier, not a verdict on the kernel's correctness: "
-                            "evaluate it on a GPU")
-            if notice not in self.notices:
-                self.notices.append(notice)
+            self.note_interpreter_limit("measured in the clean room")
             raise CandidateFailed(Status.UNSUPPORTED, f"trial {record.index} (clean room): {text}")
         if kind == "refused":
             self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL,

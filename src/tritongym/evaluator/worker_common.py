@@ -146,3 +146,18 @@ def seed_everything(seed: int) -> None:
 
 def open_channel(fd: int) -> Channel:
     return Channel.from_fd(fd)
+
+
+def accept_hello(channel: Channel, who: str) -> dict[str, Any]:
+    """Read the parent's first frame (the channel key, the source hash), sign from then on, and
+    make this process non-dumpable. Called before any code the worker was started to run."""
+    hello = channel.recv(timeout=60)
+    payload = hello.payload if isinstance(hello.payload, dict) else {}
+    if hello.kind != "hello" or not isinstance(payload.get("key"), str):
+        raise SystemExit(f"tritongym {who} worker: expected a hello frame first")
+    channel.enable_signing(bytes.fromhex(payload["key"]))
+    # No process of the same user may attach to this one or read its memory through /proc.
+    from tritongym.evaluator.seccomp import make_non_dumpable
+
+    make_non_dumpable()
+    return payload
