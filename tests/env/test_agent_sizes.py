@@ -3,6 +3,8 @@ an honest "nothing written", and Ctrl-C. A scripted endpoint on loopback and a f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.env.chat_server import Reply, ScriptedChatServer
 
@@ -11,25 +13,7 @@ from tritongym.env import CallableEvaluator
 from tritongym.env.agent import AgentConfig, run_agent
 from tritongym.evaluator.result import EvalResult, Status
 
-BIG_RELU = '''import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-batch_size = 4096
-dim = 393216
-
-def get_inputs():
-    return [torch.rand(batch_size, dim)]
-
-def get_init_inputs():
-    return []
-'''
+BIG_RELU = (Path(__file__).resolve().parents[1] / "fixtures" / "problems" / "relu_kernelbench_size.py").read_text()
 
 
 def code(text: str) -> str:

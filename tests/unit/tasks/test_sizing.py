@@ -6,6 +6,8 @@ be small so each probe answers in well under a second once torch is imported.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tritongym.errors import OptionsError, ProblemError
@@ -29,25 +31,7 @@ from tritongym.tasks.sizing import (
     size_constants,
 )
 
-ELEMENTWISE = '''import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-batch_size = 4096
-dim = 393216
-
-def get_inputs():
-    return [torch.rand(batch_size, dim)]
-
-def get_init_inputs():
-    return []
-'''
+ELEMENTWISE = (Path(__file__).resolve().parents[2] / "fixtures" / "problems" / "relu_kernelbench_size.py").read_text()
 
 CONV = '''import torch
 import torch.nn as nn
