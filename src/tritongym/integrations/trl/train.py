@@ -64,6 +64,7 @@ class TrlTrainConfig:
     group_filter_std: float | None = None
     dvp_alpha: float | None = None
     length_lr_decay: bool = False
+    advantage: str = "trloo"
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -80,6 +81,8 @@ class TrlTrainConfig:
             raise ValueError(f"group_filter_std must be >= 0, got {self.group_filter_std}")
         if self.dvp_alpha is not None and not 0 < self.dvp_alpha <= 1:
             raise ValueError(f"dvp_alpha must be in (0, 1], got {self.dvp_alpha}")
+        if self.advantage not in ("trloo", "turn_grpo"):
+            raise ValueError(f"advantage must be 'trloo' or 'turn_grpo', got {self.advantage!r}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
 
@@ -150,7 +153,7 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
                                    rollout_func=rollout, callbacks=callbacks, optimizers=optimizers,
                                    turn_gamma=config.gamma, prs=config.prs, prs_seed=config.seed,
                                    group_filter_std=config.group_filter_std, dvp_alpha=config.dvp_alpha,
-                                   meaningful_turns=config.meaningful_turns)
+                                   meaningful_turns=config.meaningful_turns, advantage=config.advantage)
         started = time.monotonic()
         trainer.train()
         wall_s = time.monotonic() - started

@@ -63,11 +63,17 @@ from tritongym.rl import (
     meaningful_turn_mask,
     prs_sample,
     trloo_advantages,
+    turn_grpo_advantages,
     zero_variance_group_mask,
 )
 
-__all__ = ["ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer", "install_dvp_log_probs",
-           "turn_token_advantages"]
+__all__ = ["TURN_ADVANTAGES", "ResponseLengthLRCallback", "RunLogCallback", "TRLOOGRPOTrainer",
+           "install_dvp_log_probs", "turn_token_advantages"]
+
+#: The turn-level advantage estimators the trainer can use: ``trloo`` (Dr.Kernel's, leave-one-out, the
+#: default) and ``turn_grpo`` (KernelGYM's multi-turn ``grpo``: the self-included group mean of the
+#: turn's returns, no std), the biased comparison point of Dr.Kernel's ablation (docs/rl.md).
+TURN_ADVANTAGES = {"trloo": trloo_advantages, "turn_grpo": turn_grpo_advantages}
 
 
 def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0) -> None:
@@ -135,11 +141,15 @@ class TRLOOGRPOTrainer(GRPOTrainer):
             this leaves the loss (``tritongym.rl.zero_variance_group_mask``). TRL cannot resample a
             step's prompts, so the group is masked rather than replaced. None (default): no filter.
         meaningful_turns: KernelGYM's ``mask_void_turn`` (default True, as released; module docstring).
+        advantage: the turn-level estimator, a key of `TURN_ADVANTAGES`: ``trloo`` (default) or
+            ``turn_grpo`` (the self-included group mean, for ablations; everything else unchanged).
     """
 
     def __init__(self, *args: Any, turn_gamma: float = 1.0, prs: bool = True, prs_seed: int | None = None,
                  group_filter_std: float | None = None, dvp_alpha: float | None = None,
-                 meaningful_turns: bool = True, **kwargs: Any) -> None:
+                 meaningful_turns: bool = True, advantage: str = "trloo", **kwargs: Any) -> None:
+        if advantage not in TURN_ADVANTAGES:
+            raise ValueError(f"advantage must be one of {sorted(TURN_ADVANTAGES)}, got {advantage!r}")
         if not 0.0 <= turn_gamma <= 1.0:
             raise ValueError(f"turn_gamma must be in [0, 1], got {turn_gamma}")
         if group_filter_std is not None and not group_filter_std >= 0:
@@ -161,6 +171,7 @@ class TRLOOGRPOTrainer(GRPOTrainer):
             if self.ref_model is not None:
                 install_dvp_log_probs(self.ref_model, dvp_alpha, temperature=self.temperature)
         self.turn_gamma = float(turn_gamma)
+        self.advantage = advantage
         self.group_filter_std = group_filter_std
         self.meaningful_turns = bool(meaningful_turns)
         self.prs = prs
@@ -219,7 +230,7 @@ class TRLOOGRPOTrainer(GRPOTrainer):
             keep_rows = zero_variance_group_mask(last, groups, min_std=self.group_filter_std)
             filtered_groups = int((~keep_rows).sum()) // group_size
             keep = keep & keep_rows[:, None]
-        advantages = trloo_advantages(rewards, in_groups, groups, gamma=self.turn_gamma)
+        advantages = TURN_ADVANTAGES[self.advantage](rewards, in_groups, groups, gamma=self.turn_gamma)
         local_adv = advantages[start: start + len(inputs)]
         spans = [row["turn_spans"] for row in inputs]
         width = output["completion_ids"].shape[1]

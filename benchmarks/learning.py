@@ -1,0 +1,421 @@
+"""Does the whole loop learn? A small policy's reward through rollout, evaluation, TRLOO and updates, on a CPU.
+
+Three phases, all in-process, nothing downloaded (docs/training.md, "Does the loop learn?"):
+
+1. **Corpus and pretraining.** For a few built-in problems (`tritongym.tasks.builtin_suite`), the
+   honest solution (``examples/builtin/``) and realistic wrong ones made from it: an off-by-one
+   mask, a missing activation (or term), a PyTorch fallback that defines a kernel but never
+   launches it, and a syntax error. Each is **really evaluated** by the sandboxed evaluator in a
+   `KernelEnv`, and each becomes a two-turn conversation: the first answer, the environment's real
+   feedback message for it, then the honest answer. A Qwen2-style model (a byte-level BPE tokenizer
+   trained on the corpus, `tritongym.integrations.trl.tiny_tokenizer`) is trained on those
+   conversations (loss on the assistant turns only). Its first answers are then a mixture: about a
+   third honest, the rest wrong, and a honest second answer after feedback.
+2. **RL through the project's own path**: `run_trl_training` (``tritongym train --trainer trl``'s
+   Python API) on the saved model: multi-turn `KernelRollout` on `KernelEnv`, the real sandboxed
+   evaluator on the warm pool (one worker), TRLOO turn advantages, meaningful-turn masking and PRS
+   (PRS keeps every turn on a CPU: coverage is unmeasured), fixed seeds.
+3. **Per-step curve** from the run folder's ``trajectories.jsonl`` (what ``tritongym report`` reads):
+   mean trajectory reward, the share of ``ok`` first turns and last turns, the share of turns with an
+   integrity violation and the count of turns rewarded despite one (a reward hack; expected 0).
+
+With ``--ablation`` the same RL runs again from the same pretrained model and seeds with
+``advantage="turn_grpo"`` (KernelGYM's multi-turn GRPO: the self-included group mean), and the
+plot compares both.
+
+    python benchmarks/learning.py --out runs/learning --seeds 0 --ablation --plot docs/learning.png
+
+Meant for the TRL virtual environment (``pip install -e '.[trl]' matplotlib``; .ci/trl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "examples" / "builtin"
+
+#: The problems of the benchmark: elementwise, so one evaluation takes about a second in the interpreter.
+PROBLEMS = ("01_scaled_add", "02_leaky_relu", "03_gelu_tanh")
+
+#: Per problem, the line the "missing activation" variant replaces and what it writes instead.
+MISSING_ACTIVATION = {
+    "01_scaled_add": ("tl.store(out_ptr + offs, alpha * x + beta * y, mask=mask)",
+                      "tl.store(out_ptr + offs, alpha * x, mask=mask)"),
+    "02_leaky_relu": ("y = tl.where(x >= 0, x, x * negative_slope)", "y = x"),
+    "03_gelu_tanh": ("tl.store(out_ptr + offs, 0.5 * x * (1.0 + t), mask=mask)",
+                     "tl.store(out_ptr + offs, x, mask=mask)"),
+}
+
+#: Per problem, the PyTorch expression a fallback returns instead of launching its kernel.
+TORCH_FALLBACK = {
+    "01_scaled_add": "self.alpha * x + self.beta * y",
+    "02_leaky_relu": "torch.nn.functional.leaky_relu(x, negative_slope=self.negative_slope)",
+    "03_gelu_tanh": 'torch.nn.functional.gelu(x, approximate="tanh")',
+}
+
+
+@dataclass
+class Variant:
+    """One first answer of the corpus and what the evaluator said about it."""
+
+    problem_id: str
+    kind: str  # honest, off_by_one, missing_activation, torch_fallback, syntax_error
+    code: str
+    status: str = ""
+    reward: float = 0.0
+    feedback: str = ""
+
+
+def _replace_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:
+        raise ValueError(f"expected exactly one {old!r} in the solution")
+    return text.replace(old, new)
+
+
+def variants_of(name: str, honest: str) -> list[tuple[str, str]]:
+    """(kind, code): the honest solution of builtin/`name` and four realistic wrong ones."""
+    off_by_one = _replace_once(honest, "mask = offs < n_elements", "mask = offs < n_elements - 1")
+    old, new = MISSING_ACTIVATION[name]
+    missing = _replace_once(honest, old, new)
+    head, sep, _ = honest.partition("        x = x.contiguous()\n")
+    if not sep:
+        raise ValueError(f"{name}: the forward does not start with x = x.contiguous()")
+    fallback = head + f"        return {TORCH_FALLBACK[name]}\n"
+    syntax = _replace_once(honest, "    def forward(self,", "    def forward(self")
+    return [("honest", honest), ("off_by_one", off_by_one), ("missing_activation", missing),
+            ("torch_fallback", fallback), ("syntax_error", syntax)]
+
+
+def reply_of(code: str) -> str:
+    """The assistant message that submits `code` (the env extracts the last fenced python block)."""
+    return f"```python\n{code}```"
+
+
+@dataclass
+class Corpus:
+    """The pretraining conversations (chat messages) and the variants they were made from."""
+
+    conversations: list[list[dict[str, str]]]
+    variants: list[Variant]
+    prompts: dict[str, list[dict[str, str]]]
+
+
+def build_corpus(problems: list[Any], evaluator: Any, *, honest_weight: int = 2) -> Corpus:
+    """Evaluate every variant for real and make the two-turn conversations (module docstring).
+
+    The honest-first conversation appears `honest_weight` times per problem, each wrong-first one
+    once: the pretrained policy's first answer is honest about 2/6 of the time.
+    """
+    from tritongym.env import KernelEnv
+
+    conversations: list[list[dict[str, str]]] = []
+    variants: list[Variant] = []
+    prompts: dict[str, list[dict[str, str]]] = {}
+    for problem in problems:
+        honest = (SOLUTIONS / f"{problem.name}.py").read_text(encoding="utf-8")
+        env = KernelEnv([problem], evaluator=evaluator, max_turns=2, feedback="standard", history="full")
+        for kind, code in variants_of(problem.name, honest):
+            prompt, _ = env.reset(options={"problem": problem})
+            prompts[problem.problem_id] = prompt
+            observation, reward, _term, _trunc, _info = env.step(reply_of(code))
+            turn = env.turns[-1]
+            variants.append(Variant(problem.problem_id, kind, code, turn.status, float(reward), turn.message))
+            conversation = [dict(m) for m in observation] + [{"role": "assistant", "content": reply_of(honest)}]
+            conversations += [conversation] * (honest_weight if kind == "honest" else 1)
+        env.close()
+    return Corpus(conversations, variants, prompts)
+
+
+# -- pretraining ---------------------------------------------------------------------------------------
+
+#: What the ChatML template (`tritongym.integrations.trl.tiny`) puts between the end-of-turn token
+#: the model emits and the next reply: the user message with the feedback and the next assistant header.
+FEEDBACK_BEFORE, FEEDBACK_AFTER = "\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"
+
+
+def encode_conversation(tokenizer: Any, conversation: list[dict[str, str]]) -> tuple[list[int], list[int]]:
+    """(token ids, loss mask) of a conversation, token for token as `KernelRollout` builds its context:
+    the prompt with the generation header, each reply's tokens and EOS (mask 1), the feedback between
+    replies as the rollout appends it (mask 0)."""
+    first = next(i for i, m in enumerate(conversation) if m["role"] == "assistant")
+    ids = list(tokenizer.apply_chat_template(conversation[:first], add_generation_prompt=True, tokenize=True,
+                                             return_dict=False))
+    mask = [0] * len(ids)
+    for message in conversation[first:]:
+        if message["role"] == "assistant":
+            reply = tokenizer(message["content"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids += reply
+            mask += [1] * len(reply)
+        else:
+            between = tokenizer(FEEDBACK_BEFORE + message["content"] + FEEDBACK_AFTER,
+                                add_special_tokens=False)["input_ids"]
+            ids += between
+            mask += [0] * len(between)
+    return ids, mask
+
+
+@dataclass
+class ModelSize:
+    """The policy's dimensions (a Qwen2-style decoder, tied embeddings)."""
+
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    vocab: int = 4096
+
+
+def pretrain(corpus: Corpus, folder: Path, *, size: ModelSize, epochs: int, lr: float, seed: int,
+             log: Any = print) -> dict[str, Any]:
+    """Build the tokenizer and model, train on the corpus (assistant tokens only), save to `folder`."""
+    import torch
+
+    from tritongym.integrations.trl.tiny import corpus as template_texts
+    from tritongym.integrations.trl.tiny import tiny_random_model
+
+    texts = template_texts(list(corpus.prompts.values()))
+    texts += [m["content"] for conversation in corpus.conversations for m in conversation]
+    texts += [FEEDBACK_BEFORE + FEEDBACK_AFTER]
+    model, tokenizer = tiny_random_model(texts, seed=seed, hidden_size=size.hidden, num_layers=size.layers,
+                                         num_heads=size.heads, vocab_size=size.vocab, max_positions=8192)
+    # The RL phase loads the folder with AutoTokenizer, which (transformers 5) rebuilds the tokenizer of a
+    # folder whose config.json says qwen2 as a Qwen2Tokenizer, whose pre-tokenizer splits text differently
+    # from the tokenizer just trained (and a folder without config.json loads the trained one as it is).
+    # Train on the token ids the RL phase will see: save the model and the tokenizer, reload, use that.
+    from transformers import AutoTokenizer
+
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    encoded = [encode_conversation(tokenizer, c) for c in corpus.conversations]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    total = epochs * len(encoded)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20)
+                                                 * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    order = random.Random(seed)
+    model.train()
+    started = time.monotonic()
+    losses = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for epoch in range(epochs):
+            batch = list(range(len(encoded)))
+            order.shuffle(batch)
+            epoch_loss = 0.0
+            for i in batch:
+                ids, mask = encoded[i]
+                input_ids = torch.tensor([ids])
+                labels = torch.tensor([[t if m else -100 for t, m in zip(ids, mask, strict=True)]])
+                loss = model(input_ids=input_ids, labels=labels).loss
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                epoch_loss += float(loss.detach())
+            losses.append(epoch_loss / len(encoded))
+            log(f"pretrain epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} ({time.monotonic() - started:.0f} s)")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    if encode_conversation(AutoTokenizer.from_pretrained(folder), corpus.conversations[0]) != encoded[0]:
+        raise RuntimeError(f"the tokenizer saved in {folder} does not reproduce the pretraining token ids")
+    lengths = [len(ids) for ids, _ in encoded]
+    return {"epochs": epochs, "lr": lr, "loss_per_epoch": losses, "wall_s": round(time.monotonic() - started, 1),
+            "parameters": sum(p.numel() for p in model.parameters()), "size": asdict(size),
+            "conversations": len(encoded), "tokens_max": max(lengths), "tokens_mean": sum(lengths) / len(lengths),
+            "reply_tokens_max": max(sum(m) for _, m in encoded) // 2 + 1}
+
+
+# -- RL and its curve -----------------------------------------------------------------------------------
+
+@dataclass
+class RLSettings:
+    """The RL phase: `run_trl_training`'s settings that the benchmark varies."""
+
+    steps: int = 10
+    num_generations: int = 4
+    prompts_per_step: int = 2
+    turns: int = 2
+    learning_rate: float = 5e-5
+    temperature: float = 1.0
+    #: DVP's min-p α: sampling and the loss's log-probs use the pruned policy (``--dvp-alpha``). A policy
+    #: this small derails at temperature 1 on the long tail of its softmax; α = 0.1 keeps it on its modes.
+    dvp_alpha: float | None = 0.1
+    max_new_tokens: int = 400
+    eval_workers: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: str, seed: int,
+           settings: RLSettings) -> dict[str, Any]:
+    """One RL run through ``tritongym train --trainer trl``'s Python API; its per-step curve."""
+    from tritongym.integrations.trl import TrlTrainConfig, run_trl_training
+
+    config = TrlTrainConfig(model=str(model_folder), out=str(out), problems="builtin", only=problem_ids,
+                            turns=settings.turns, steps=settings.steps, num_generations=settings.num_generations,
+                            prompts_per_step=settings.prompts_per_step, max_new_tokens=settings.max_new_tokens,
+                            learning_rate=settings.learning_rate, temperature=settings.temperature, device="cpu",
+                            eval_workers=settings.eval_workers, dvp_alpha=settings.dvp_alpha,
+                            advantage=advantage, seed=seed,
+                            extra=dict(settings.extra))
+    summary = run_trl_training(config)
+    return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out)}
+
+
+def _violations(turn: dict[str, Any]) -> list[str]:
+    result = turn.get("result") or {}
+    return [str(v.get("code")) for v in result.get("violations") or []]
+
+
+def step_curve(folder: Path) -> list[dict[str, Any]]:
+    """Per training step, from ``trajectories.jsonl``: mean trajectory reward (Σ of turn rewards), the
+    share of ``ok`` first and last turns, the share of turns with an integrity violation, and the
+    turns rewarded despite a violation (``hacks``; each one is a finding)."""
+    steps: dict[int, list[dict[str, Any]]] = {}
+    for line in (folder / "trajectories.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        steps.setdefault(int(record["training_step"]), []).append(record)
+    curve = []
+    for step in sorted(steps):
+        records = steps[step]
+        turns = [t for r in records for t in r["turns"]]
+        hacks = [{"problem_id": r["problem_id"], "sample": r["sample"], "turn": t["turn"], "reward": t["reward"],
+                  "violations": _violations(t)} for r in records for t in r["turns"]
+                 if t["reward"] > 0 and (_violations(t) or t["status"] == "integrity_violation")]
+        curve.append({
+            "step": step, "trajectories": len(records),
+            "mean_reward": sum(sum(t["reward"] for t in r["turns"]) for r in records) / len(records),
+            "ok_first": sum(r["turns"][0]["status"] == "ok" for r in records) / len(records),
+            "ok_last": sum(r["turns"][-1]["status"] == "ok" for r in records) / len(records),
+            "violation_share": sum(bool(_violations(t)) or t["status"] == "integrity_violation" for t in turns)
+            / len(turns),
+            "hacks": hacks,
+        })
+    return curve
+
+
+def window_mean(curve: list[dict[str, Any]], key: str, which: str, width: int) -> float:
+    """Mean of `key` over the first or last `width` steps of `curve`."""
+    part = curve[:width] if which == "first" else curve[-width:]
+    return sum(point[key] for point in part) / len(part)
+
+
+def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Mean reward and the share of ok first turns per step, one line per (advantage, seed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    colours = {"trloo": "tab:blue", "turn_grpo": "tab:orange"}
+    for run in runs:
+        xs = [p["step"] for p in run["curve"]]
+        label = f"{run['advantage']} seed {run['seed']}"
+        style = "-" if run["seed"] == runs[0]["seed"] else "--"
+        axes[0].plot(xs, [p["mean_reward"] for p in run["curve"]], style, color=colours[run["advantage"]],
+                     label=label, alpha=0.85)
+        axes[1].plot(xs, [p["ok_first"] for p in run["curve"]], style, color=colours[run["advantage"]],
+                     label=label, alpha=0.85)
+    axes[0].set_ylabel("mean trajectory reward (2 turns, max 1.0)")
+    axes[1].set_ylabel("share of ok first turns")
+    for ax in axes:
+        ax.set_xlabel("RL step (0 = the pretrained policy's rollouts)")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="runs/learning", help="folder for the model, the runs and results.json")
+    parser.add_argument("--seeds", default="0", help="comma-separated RL seeds (each a run; same pretrained model)")
+    parser.add_argument("--pretrain-seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=24, help="pretraining epochs over the corpus")
+    parser.add_argument("--pretrain-lr", type=float, default=3e-3)
+    parser.add_argument("--hidden", type=int, default=ModelSize.hidden)
+    parser.add_argument("--layers", type=int, default=ModelSize.layers)
+    parser.add_argument("--steps", type=int, default=RLSettings.steps, help="RL steps per run")
+    parser.add_argument("--num-generations", type=int, default=RLSettings.num_generations)
+    parser.add_argument("--prompts-per-step", type=int, default=RLSettings.prompts_per_step)
+    parser.add_argument("--lr", type=float, default=RLSettings.learning_rate, help="RL learning rate")
+    parser.add_argument("--ablation", action="store_true", help="also run advantage=turn_grpo on the same seeds")
+    parser.add_argument("--plot", default=None, help="write the PNG here")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    from tritongym.env.evaluators import PoolEvaluator
+    from tritongym.evaluator import EvalOptions
+    from tritongym.tasks import builtin_suite
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    problems = [p for p in builtin_suite() if p.name in PROBLEMS]
+    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=1) as evaluator:
+        corpus = build_corpus(problems, evaluator)
+    print(f"corpus: {len(corpus.conversations)} conversations from {len(corpus.variants)} evaluated variants "
+          f"({time.monotonic() - started:.0f} s)", flush=True)
+    model_folder = out / "pretrained"
+    pretraining = pretrain(corpus, model_folder, size=ModelSize(hidden=args.hidden, layers=args.layers),
+                           epochs=args.epochs, lr=args.pretrain_lr, seed=args.pretrain_seed,
+                           log=lambda m: print(m, flush=True))
+    settings = RLSettings(steps=args.steps, num_generations=args.num_generations,
+                          prompts_per_step=args.prompts_per_step, learning_rate=args.lr,
+                          max_new_tokens=pretraining["reply_tokens_max"] + 32)
+    advantages = ["trloo", "turn_grpo"] if args.ablation else ["trloo"]
+    runs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for advantage in advantages:
+            run_started = time.monotonic()
+            run = run_rl(model_folder, out / f"{advantage}-seed{seed}", [p.problem_id for p in problems],
+                         advantage=advantage, seed=seed, settings=settings)
+            run["wall_s"] = round(time.monotonic() - run_started, 1)
+            runs.append(run)
+            curve = run["curve"]
+            reward = [window_mean(curve, "mean_reward", which, 3) for which in ("first", "last")]
+            ok_first = [window_mean(curve, "ok_first", which, 3) for which in ("first", "last")]
+            print(f"{advantage} seed {seed}: reward {reward[0]:.3f} -> {reward[1]:.3f}, ok first turns "
+                  f"{ok_first[0]:.2f} -> {ok_first[1]:.2f}, hacks {sum(len(p['hacks']) for p in curve)} "
+                  f"({run['wall_s']:.0f} s)", flush=True)
+    results = {
+        "command": "python benchmarks/learning.py " + " ".join(argv if argv is not None else os.sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "problems": [p.problem_id for p in problems],
+        "variants": [{k: v for k, v in asdict(variant).items() if k != "code"} for variant in corpus.variants],
+        "pretraining": pretraining, "rl": asdict(settings), "runs": runs,
+        "wall_s": round(time.monotonic() - started, 1),
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        plot(runs, Path(args.plot), f"{results['date']}, commit {results['commit']}, {results['machine'][:40]}")
+    print(f"wrote {out / 'results.json'} ({results['wall_s']:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The whole training loop learns (issue 26): a shortened `benchmarks/learning.py` with fixed seeds.
+
+A small Qwen2-style policy is pretrained in-process on conversations made from real verdicts
+(honest and wrong first answers, the environment's real feedback, the honest second answer), then
+trained with RL through `run_trl_training` (multi-turn `KernelRollout`, the sandboxed evaluator,
+TRLOO). The mean reward of the last steps must exceed the first steps' by a margin the full
+benchmark showed to be stable (docs/training.md, "Does the loop learn?"), and no turn may be
+rewarded while carrying an integrity violation. Also: the trainer's ``advantage`` switch (the
+benchmark's ablation) against `turn_grpo_advantages` on a constructed batch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
+
+import torch  # noqa: E402
+
+from tritongym.integrations.trl import KernelRollout, TrlTrainConfig  # noqa: E402
+from tritongym.integrations.trl.trainer import turn_token_advantages  # noqa: E402
+from tritongym.rl import trloo_advantages, turn_grpo_advantages  # noqa: E402
+
+from .trl_support import REPO, make_trainer  # noqa: E402
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("tritongym_learning_benchmark", REPO / "benchmarks" / "learning.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+# 4 rows = 2 prompts × num_generations 2; ragged turns.
+TURN_REWARDS = [[0.0, 0.5], [0.5, 0.5], [0.0], [0.5, 0.0]]
+SPANS = [[[0, 2], [4, 6]], [[0, 3], [5, 8]], [[0, 4]], [[0, 2], [3, 6]]]
+
+
+def _batch():
+    inputs = [{"prompt": "p", "turn_rewards": r, "turn_spans": s, "turn_keep_prob": [1.0] * len(r)}
+              for r, s in zip(TURN_REWARDS, SPANS, strict=True)]
+    output = {"completion_ids": torch.ones(4, 8, dtype=torch.long),
+              "completion_mask": torch.ones(4, 8, dtype=torch.long), "advantages": torch.zeros(4)}
+    return inputs, output
+
+
+def _expected(estimator):
+    rewards = torch.zeros(4, 2, dtype=torch.float64)
+    mask = torch.zeros(4, 2, dtype=torch.bool)
+    for i, row in enumerate(TURN_REWARDS):
+        rewards[i, : len(row)] = torch.tensor(row, dtype=torch.float64)
+        mask[i, : len(row)] = True
+    return turn_token_advantages(estimator(rewards, mask, torch.arange(4) // 2), SPANS, 8)
+
+
+@pytest.mark.parametrize(("advantage", "estimator"), [("trloo", trloo_advantages),
+                                                     ("turn_grpo", turn_grpo_advantages)])
+def test_the_advantage_switch_selects_the_estimator(problem, evaluator, tmp_path, advantage, estimator):
+    rollout = KernelRollout([problem], turns=2, evaluator=evaluator)
+    trainer = make_trainer(rollout, tmp_path, num_generations=2, advantage=advantage)
+    trainer.model.train()
+    result = trainer._apply_turn_advantages(*_batch())
+    assert torch.allclose(result["advantages"], _expected(estimator), atol=1e-6)
+    # The two differ on this batch (a self-included mean shrinks every advantage): the switch matters.
+    assert not torch.allclose(_expected(trloo_advantages), _expected(turn_grpo_advantages))
+
+
+def test_an_unknown_advantage_is_refused(problem, evaluator, tmp_path):
+    rollout = KernelRollout([problem], turns=2, evaluator=evaluator)
+    with pytest.raises(ValueError, match="advantage must be one of"):
+        make_trainer(rollout, tmp_path, advantage="gae")
+    with pytest.raises(ValueError, match="advantage must be"):
+        TrlTrainConfig(model="tiny-random", out=str(tmp_path / "run"), advantage="gae")
+
+
+def test_the_corpus_feedback_is_the_evaluators_real_verdict(evaluator):
+    learning = _benchmark()
+    from tritongym.tasks import builtin_suite
+
+    problem = next(p for p in builtin_suite() if p.name == "02_leaky_relu")
+    corpus = learning.build_corpus([problem], evaluator)
+    status = {v.kind: v.status for v in corpus.variants}
+    assert status["honest"] == "ok"
+    assert status["missing_activation"] == "incorrect"
+    assert status["torch_fallback"] == "integrity_violation"
+    assert status["syntax_error"] == "compile_error"
+    assert all(v.reward == 0 for v in corpus.variants if v.kind != "honest")
+    # Each conversation: prompt, first answer, that answer's feedback message, the honest answer.
+    honest = learning.reply_of((learning.SOLUTIONS / "02_leaky_relu.py").read_text())
+    for conversation in corpus.conversations:
+        assert conversation[-1] == {"role": "assistant", "content": honest}
+        first = conversation[-3]["content"]
+        variant = next(v for v in corpus.variants if learning.reply_of(v.code) == first)
+        assert conversation[-2] == {"role": "user", "content": variant.feedback}
+
+
+#: The shortened run (docs/training.md, "Does the loop learn?"): two problems, 20 pretraining epochs,
+#: RL at a learning rate high enough to learn in a handful of steps. The margin is what every seed of
+#: the variance check cleared (the docs give the runs).
+SHORT_PROBLEMS = ("01_scaled_add", "02_leaky_relu")
+SHORT_EPOCHS, SHORT_STEPS, SHORT_LR, WINDOW = 20, 5, 2e-4, 2
+MARGIN = 0.1
+
+
+@pytest.fixture(scope="module")
+def pretrained(evaluator, tmp_path_factory):
+    """The benchmark's pretrained policy on the short run's problems (pretraining seed 0)."""
+    learning = _benchmark()
+    from tritongym.tasks import builtin_suite
+
+    torch.set_num_threads(1)
+    problems = [p for p in builtin_suite() if p.name in SHORT_PROBLEMS]
+    corpus = learning.build_corpus(problems, evaluator)
+    folder = tmp_path_factory.mktemp("pretrained")
+    report = learning.pretrain(corpus, folder, size=learning.ModelSize(), epochs=SHORT_EPOCHS, lr=3e-3, seed=0,
+                               log=lambda _message: None)
+    return learning, folder, [p.problem_id for p in problems], report
+
+
+def test_reward_rises_through_rollout_evaluation_trloo_and_updates(pretrained, tmp_path):
+    learning, folder, problem_ids, report = pretrained
+    settings = learning.RLSettings(steps=SHORT_STEPS, learning_rate=SHORT_LR,
+                                   max_new_tokens=report["reply_tokens_max"] + 32)
+    run = learning.run_rl(folder, tmp_path / "rl", problem_ids, advantage="trloo", seed=0, settings=settings)
+    curve = run["curve"]
+    assert [point["step"] for point in curve] == list(range(SHORT_STEPS))
+    assert all(point["trajectories"] == settings.num_generations * settings.prompts_per_step for point in curve)
+    first = learning.window_mean(curve, "mean_reward", "first", WINDOW)
+    last = learning.window_mean(curve, "mean_reward", "last", WINDOW)
+    assert last > first + MARGIN, curve
+    # Not one turn was rewarded while the evaluator found an integrity violation in it.
+    assert [hack for point in curve for hack in point["hacks"]] == []
+    assert run["summary"]["parameter_change_l1"] > 0
