@@ -318,15 +318,14 @@ def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    colours = {"trloo": "tab:blue", "turn_grpo": "tab:orange"}
+    # Dashed and hollow for turn_grpo: where the two estimators give the same curve, both stay visible.
+    styles = {"trloo": dict(color="tab:blue", linestyle="-", marker="o", linewidth=2.5),
+              "turn_grpo": dict(color="tab:orange", linestyle="--", marker="s", markerfacecolor="none")}
     for run in runs:
         xs = [p["step"] for p in run["curve"]]
         label = f"{run['advantage']} seed {run['seed']}"
-        style = "-" if run["seed"] == runs[0]["seed"] else "--"
-        axes[0].plot(xs, [p["mean_reward"] for p in run["curve"]], style, color=colours[run["advantage"]],
-                     label=label, alpha=0.85)
-        axes[1].plot(xs, [p["ok_first"] for p in run["curve"]], style, color=colours[run["advantage"]],
-                     label=label, alpha=0.85)
+        for ax, key in zip(axes, ("mean_reward", "ok_first"), strict=True):
+            ax.plot(xs, [p[key] for p in run["curve"]], label=label, alpha=0.85, **styles[run["advantage"]])
     axes[0].set_ylabel("mean trajectory reward (2 turns, max 1.0)")
     axes[1].set_ylabel("share of ok first turns")
     for ax in axes:
@@ -362,7 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=RLSettings.learning_rate, help="RL learning rate")
     parser.add_argument("--ablation", action="store_true", help="also run advantage=turn_grpo on the same seeds")
     parser.add_argument("--plot", default=None, help="write the PNG here")
+    parser.add_argument("--replot", default=None, metavar="RESULTS_JSON",
+                        help="only redraw --plot from a results.json this script wrote")
     args = parser.parse_args(argv)
+    if args.replot:
+        results = json.loads(Path(args.replot).read_text(encoding="utf-8"))
+        plot(results["runs"], Path(args.plot or "learning.png"),
+             f"{results['date']}, commit {results['commit']}, {results['machine'][:40]}")
+        return 0
 
     import torch
 
