@@ -373,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from tritongym.env.evaluators import PoolEvaluator
-    from tritongym.evaluator import EvalOptions
+    from tritongym import EvalOptions
+    from tritongym.env import PoolEvaluator
     from tritongym.tasks import builtin_suite
 
     out = Path(args.out)

@@ -20,8 +20,7 @@ pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'
 
 import torch  # noqa: E402
 
-from tritongym.integrations.trl import KernelRollout, TrlTrainConfig  # noqa: E402
-from tritongym.integrations.trl.trainer import turn_token_advantages  # noqa: E402
+from tritongym.integrations.trl import KernelRollout, TrlTrainConfig, turn_token_advantages  # noqa: E402
 from tritongym.rl import trloo_advantages, turn_grpo_advantages  # noqa: E402
 
 from .trl_support import REPO, make_trainer  # noqa: E402
