@@ -4,7 +4,7 @@ Markers (registered in pyproject.toml):
 
 * ``gpu``: skipped unless ``torch.cuda.is_available()``;
 * ``sandbox``: skipped when bubblewrap cannot jail a process here
-  (`tritongym.evaluator.sandbox.bwrap_problem()` says why);
+  (`tritongym.evaluator.jail.sandbox.bwrap_problem()` says why);
 * ``slow``: runs by default; deselect with ``-m "not slow"``.
 
 The KernelBench data is read in place from ``<repo>/../shared/datasets/kernelbench/`` (a fresh
@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not torch.cuda.is_available():
             skip_gpu = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
     if wants_sandbox:
-        from tritongym.evaluator.sandbox import bwrap_problem
+        from tritongym.evaluator.jail.sandbox import bwrap_problem
 
         problem = bwrap_problem()
         if problem is not None:

@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tritongym.service.config import ServiceConfig, check_bind, token_from_env
 
     try:
-        from tritongym.evaluator.device import parse_device
+        from tritongym.evaluator.common.device import parse_device
 
         token = token_from_env(args.token_env)
 
@@ -110,7 +110,7 @@ def _client(args: argparse.Namespace) -> Any:
 
 def cmd_eval_remote(args: argparse.Namespace) -> int:
     """``tritongym eval --server URL``: the same evaluation, on the service."""
-    from tritongym.cli import _options_from
+    from tritongym.cli.options import options_from
     from tritongym.service.client import JobFailed, ServiceHTTPError
 
     for label, path in (("problem", args.problem), ("solution", args.solution)):
@@ -119,7 +119,7 @@ def cmd_eval_remote(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     with _client(args) as client:
         try:
-            result = client.evaluate(Path(args.problem), Path(args.solution), _options_from(args))
+            result = client.evaluate(Path(args.problem), Path(args.solution), options_from(args))
         except ServiceHTTPError as exc:
             print(f"tritongym eval: the server refused the request: {exc}", file=sys.stderr)
             return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
@@ -133,7 +133,7 @@ def cmd_eval_remote(args: argparse.Namespace) -> int:
 def cmd_run_remote(args: argparse.Namespace) -> int:
     """``tritongym run --server URL``: every (problem, solution) pair on the service; results
     print as they finish, in ``run``'s format."""
-    from tritongym.cli import _options_from
+    from tritongym.cli.options import options_from
     from tritongym.evaluator.result import printable
     from tritongym.service.client import JobFailed, ServiceHTTPError
     from tritongym.tasks import load_problems
@@ -154,7 +154,7 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
     if not jobs:
         print(f"tritongym run: no solution in {solutions} matches any problem", file=sys.stderr)
         return EXIT_USAGE
-    options = _options_from(args)
+    options = options_from(args)
     started = time.monotonic()
     counts: dict[str, int] = {}
     rewards: list[float] = []
