@@ -292,4 +292,5 @@ def test_num_correct_trials_is_what_ran_so_it_agrees_with_correctness_trials():
     assert response.metadata["tritongym_requested_correct_trials"] == 5
     compile_error = to_kernelgym(record(result={"status": "compile_error", "error": "SyntaxError"},
                                         options={"num_trials": 5}), "t")
-    assert (compile_error.metadata["num_correct_trials"], compile_error.metadata["correctness_trials"]) == (0, "(0 / 0)")
+    metadata = compile_error.metadata
+    assert (metadata["num_correct_trials"], metadata["correctness_trials"]) == (0, "(0 / 0)")

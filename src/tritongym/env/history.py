@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 from tritongym.env.extract import strip_reasoning
 
-
 #: How far an attempt got, for breaking reward ties (higher is further). With every turn at the
 #: same reward (all 0 early in training), the attempt to keep or call "best" is the one closest to
 #: a correct kernel: it ran and was wrong > it failed while running > it did not build > there was
