@@ -9,7 +9,7 @@ docs/service.md; the full `EvalResult` rides along under the ``tritongym`` key.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +50,11 @@ class KernelGymRequest(BaseModel):
     enable_profiling: bool | None = Field(None, description="False → no profiling pass (coverage null)")
     measure_performance: bool | None = Field(None, description="False → no timing")
     run_performance: bool | None = Field(None, description="Alias of measure_performance")
+    # tritongym's own (KernelGYM has no such field): absent keeps KernelGYM's behaviour, the code as sent.
+    size: Literal["original", "cpu", "auto"] | None = Field(
+        None, description="tritongym only: cpu evaluates reference_code's CPU-size variant (KernelBench's and the "
+                          "built-in problems; docs/kernelbench-cpu.md), auto does on a CPU; absent or original: "
+                          "reference_code as sent")
 
 
 class KernelGymBatch(BaseModel):
