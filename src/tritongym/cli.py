@@ -71,7 +71,8 @@ def _add_size_option(parser: argparse.ArgumentParser) -> None:
                         help="problem size: KernelBench's original sizes, or the CPU-size variant (the same code "
                              "with its size constants scaled down so the reference runs in seconds; see "
                              "docs/kernelbench-cpu.md). Default: cpu when the evaluation runs on a CPU, "
-                             "original on a GPU; with --server and --device auto, the server decides by its device")
+                             "original on a GPU; with --server (eval, run) and --device auto, the server "
+                             "decides by its device")
 
 
 def _resolve_size(args: argparse.Namespace, command: str) -> str:
