@@ -13,6 +13,7 @@ clone with ``shared/`` beside it works); tests that need it skip, with the path,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 KERNELBENCH_DIR = REPO_ROOT.parent / "shared" / "datasets" / "kernelbench"
-KERNELBENCH_JSONL = KERNELBENCH_DIR / "kernelbench_l1-l3.jsonl"
+# TRITONGYM_KERNELBENCH_JSONL names the file where shared/ is not beside the repository (a worktree).
+KERNELBENCH_JSONL = Path(os.environ.get("TRITONGYM_KERNELBENCH_JSONL", "")
+                         or KERNELBENCH_DIR / "kernelbench_l1-l3.jsonl")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -19,7 +19,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tritongym.cli.options import add_eval_options, add_size_option, options_from, problems_at_size, resolve_size
+from tritongym.cli.options import (
+    add_eval_options,
+    add_size_option,
+    first_line,
+    options_from,
+    problems_at_size,
+    resolve_size,
+)
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -143,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         write(f"{job.shown[:60]:60s} {str(result.status):20s} {result.reward:7.3f} "
                               f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
                         if result.error and not result.correct:
-                            write("    " + _first_line(printable(result.error.strip().splitlines()[-1])))
+                            write("    " + first_line(printable(result.error.strip().splitlines()[-1])))
                 stats = pool.stats()
         else:
             stats = None
@@ -171,14 +178,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.out:
             print(f"results written to {args.out} (one JSON object per line)")
     return EXIT_OK
-
-
-def _first_line(text: str, limit: int = 400) -> str:
-    """One readable line of an error: cut at a word boundary with an ellipsis, never mid-word."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -60,7 +60,8 @@ def add_size_option(parser: argparse.ArgumentParser) -> None:
                         help="problem size: KernelBench's original sizes, or the CPU-size variant (the same code "
                              "with its size constants scaled down so the reference runs in seconds; see "
                              "docs/kernelbench-cpu.md). Default: cpu when the evaluation runs on a CPU, "
-                             "original on a GPU")
+                             "original on a GPU; with --server (eval, run) and --device auto, the server "
+                             "decides by its device")
 
 
 def resolve_size(args: argparse.Namespace, command: str) -> str:
@@ -109,3 +110,11 @@ def options_from(args: argparse.Namespace):
                        memory_limit_gb=args.memory_limit_gb, seed=args.seed,
                        disabled_checks=frozenset(args.disable_check),
                        baseline=getattr(args, "baseline", "eager"))
+
+
+def first_line(text: str, limit: int = 400) -> str:
+    """One readable line of an error: cut at a word boundary with an ellipsis, never mid-word."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"

@@ -22,7 +22,8 @@ def register(commands: Any) -> None:
                     "once, all evaluating on one pool of sandboxed workers; plus OpenEnv's /reset, /step, /state, "
                     "/schema, /health, /metadata. Clients: OpenEnv's EnvClient (tritongym's KernelEnvClient), "
                     "TRL's environment_factory, SkyRL. Off loopback a bearer token is required (--token-env). "
-                    "Needs pip install -e '.[openenv]'; see docs/openenv.md.")
+                    "Needs pip install -e '.[openenv]' torch==2.13.0 from the clone (torch installed first); "
+                    "see docs/openenv.md.")
     p.add_argument("--problems", default="builtin", help="as for 'run' (default: %(default)s)")
     p.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
     p.add_argument("--only", action="append", metavar="NAME", help="serve only this problem, by name or id "
