@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from tritongym import EvalOptions, EvalResult, Status, evaluate
 from tritongym.errors import OptionsError, ProblemError, SolutionError
 from tritongym.tasks import load_problem_file
 
-from .helpers import PROBLEMS, TINY_LINEAR, TINY_RELU, candidate, run_eval, task_trials
+from .helpers import CANDIDATES, PROBLEMS, TINY_LINEAR, TINY_RELU, candidate, run_eval, task_trials
 
 
 def trial_errors(result: EvalResult) -> list[tuple]:
@@ -115,7 +116,19 @@ def test_problem_object_and_source_text_solution_are_accepted():
 
 def test_missing_solution_file_is_a_solution_error():
     with pytest.raises(SolutionError, match="solution file not found"):
-        evaluate(TINY_RELU, str(PROBLEMS / "no_such_solution.py"), device="cpu")
+        evaluate(TINY_RELU, PROBLEMS / "no_such_solution.py", device="cpu")
+
+
+def test_a_str_solution_is_always_source_text_never_a_file_to_read():
+    # One rule for evaluate, evaluate_many, the pool and the service: a str is source text. The old
+    # form (a one-line file name) is refused with a verdict that says what to pass, and no file is read.
+    path = str(CANDIDATES / "relu_honest.py")
+    result = evaluate(TINY_RELU, path, device="cpu")
+    assert result.status == Status.COMPILE_ERROR and result.reward == 0.0
+    assert "pass pathlib.Path(" in result.error and path in result.error
+    assert evaluate(TINY_RELU, Path(path), device="cpu", num_trials=1).status == Status.OK
+    with pytest.raises(SolutionError, match=r"source text \(str\) or a path \(os.PathLike\), got bytes"):
+        evaluate(TINY_RELU, path.encode(), device="cpu")
 
 
 def test_missing_problem_file_is_a_problem_error():

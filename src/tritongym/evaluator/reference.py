@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tritongym.errors import EvaluatorError, ProblemError
-from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
-from tritongym.evaluator.families import FAMILY_TASK
-from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, spawn_worker
+from tritongym.evaluator.common.channel import Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.common.families import FAMILY_TASK
+from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, spawn_worker
 from tritongym.tasks.problem import Problem
 
 #: Caps of a jailed reference worker. The address-space cap is a backstop on a CPU (torch reserves
@@ -99,7 +99,7 @@ class ReferenceRunner:
         parent_end, child_end = socket.socketpair()
         try:
             self.process: WorkerProcess = (spawner or spawn_worker)(
-                "tritongym.evaluator.reference_worker", str(source), device=device,
+                "tritongym.evaluator.worker.reference", str(source), device=device,
                 mode="bwrap" if jailed else "none", job_dir=job, log_path=self._dir / "reference.log",
                 channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
                 interpret=device == "cpu", threads=threads,

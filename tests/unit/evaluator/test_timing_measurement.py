@@ -17,7 +17,7 @@ import pytest
 import tritongym
 from tritongym.errors import OptionsError
 from tritongym.evaluator import measurement
-from tritongym.evaluator.channel import Message
+from tritongym.evaluator.common.channel import Message
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import _Evaluation
 from tritongym.evaluator.result import EvalResult, NoticeCode, Status, TimingReport, ViolationCode
