@@ -98,22 +98,31 @@ def test_the_corpus_feedback_is_the_evaluators_real_verdict(evaluator):
 
 
 #: The shortened run (docs/training.md, "Does the loop learn?"): two problems, 20 pretraining epochs,
-#: RL at a learning rate high enough to learn in a handful of steps. The margin is what every seed of
-#: the variance check cleared (the docs give the runs).
+#: honest first answers twice per problem (a third of them), RL at a learning rate high enough to learn
+#: in a handful of steps. The margin is what every seed of the variance check cleared (the docs give the runs).
 SHORT_PROBLEMS = ("01_scaled_add", "02_leaky_relu")
-SHORT_EPOCHS, SHORT_STEPS, SHORT_LR, WINDOW = 20, 5, 2e-4, 2
+SHORT_EPOCHS, SHORT_STEPS, SHORT_LR, WINDOW, HONEST_WEIGHT = 20, 5, 2e-4, 2, 2
 MARGIN = 0.1
 
 
 @pytest.fixture(scope="module")
-def pretrained(evaluator, tmp_path_factory):
-    """The benchmark's pretrained policy on the short run's problems (pretraining seed 0)."""
+def pretrained(tmp_path_factory):
+    """The benchmark's pretrained policy on the short run's problems (pretraining seed 0).
+
+    The corpus's verdicts come from an evaluator with a fixed master seed: the feedback messages quote
+    mismatch counts that depend on the trial inputs, the tokenizer and so the pretrained policy depend
+    on those texts, and the policy's starting reward must not drift from run to run (a start near the
+    maximum leaves no room to learn). The seed only fixes this corpus; RL's verdicts use secret seeds.
+    """
     learning = _benchmark()
+    from tritongym import EvalOptions
+    from tritongym.env import PoolEvaluator
     from tritongym.tasks import builtin_suite
 
     torch.set_num_threads(1)
     problems = [p for p in builtin_suite() if p.name in SHORT_PROBLEMS]
-    corpus = learning.build_corpus(problems, evaluator)
+    with PoolEvaluator(EvalOptions(device="cpu", seed=0), max_workers=2) as evaluator:
+        corpus = learning.build_corpus(problems, evaluator, honest_weight=HONEST_WEIGHT)
     folder = tmp_path_factory.mktemp("pretrained")
     report = learning.pretrain(corpus, folder, size=learning.ModelSize(), epochs=SHORT_EPOCHS, lr=3e-3, seed=0,
                                log=lambda _message: None)
