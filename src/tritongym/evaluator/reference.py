@@ -52,6 +52,21 @@ def _is_a(value: Any, types: type | tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
+def check_reply_fields(problem_id: str, kind: str, expect: str, reply: dict[str, Any],
+                       required: Mapping[str, type | tuple[type, ...]] = _NONE,
+                       optional: Mapping[str, type | tuple[type, ...]] = _NONE) -> dict[str, Any]:
+    """`reply`, if every `required` field is there and every field named has its type; else the
+    problem's `ProblemError` (its code runs in the reference worker and can rewrite what it sends)."""
+    for key, types in (*required.items(), *optional.items()):
+        missing = key not in reply
+        if (missing and key in required) or (not missing and not _is_a(reply[key], types)):
+            found = "missing" if missing else type(reply[key]).__name__
+            raise ProblemError(f"problem {problem_id}: the reference worker sent a malformed {expect!r} reply to "
+                               f"{kind!r} (field {key!r}: {found}); a problem's code must not rewrite what its "
+                               "worker sends")
+    return reply
+
+
 class ReferenceWorkerLost(ProblemError):
     """The reference worker died (killed, out of memory, its fork server gone) instead of answering.
 
@@ -185,15 +200,7 @@ class ReferenceRunner:
             raise EvaluatorError(f"the GPU failed in the reference worker before the problem was loaded: {detail}")
         if message.kind != expect or not isinstance(message.payload, dict):
             raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
-        reply = message.payload
-        for key, types in (*required.items(), *optional.items()):
-            missing = key not in reply
-            if (missing and key in required) or (not missing and not _is_a(reply[key], types)):
-                found = "missing" if missing else type(reply[key]).__name__
-                raise ProblemError(f"problem {name}: the reference worker sent a malformed {expect!r} reply to "
-                                   f"{kind!r} (field {key!r}: {found}); a problem's code must not rewrite what "
-                                   "its worker sends")
-        return reply
+        return check_reply_fields(name, kind, expect, message.payload, required, optional)
 
     def setup(self, weight_seed: int) -> Any:
         """Build `Model` under `weight_seed`; returns ``get_init_inputs()`` (drawn under the same seed)."""
