@@ -70,7 +70,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # workers; only the host side (the test process) is mutated: the fork server and workers run in
     # processes of their own, which import the unmutated package.
     "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
-    "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py"]),
+    "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py",
+                                                   "tests/execution/test_references_keys.py"]),
     # The trusted (reference) path only: the jailed candidate path's tests (test_forkserver.py, minutes)
     # would make each mutant cost minutes on a 2-core machine.
     "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",
