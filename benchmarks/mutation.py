@@ -155,6 +155,15 @@ def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str],
         if count != 1:
             raise SystemExit(f"{target}: expected one single-line `def {function}(...):`, found {count}")
     source.write_text(text)
+    # Jailed workers and fork servers (bwrap) import tritongym through the virtual environment's path
+    # file, i.e. from this repository's src/, which a jail shows only when it is among the folders
+    # `sandbox.python_paths` binds: the package folders on sys.path and tritongym's own root (here the
+    # workspace's mutated copy). A folder named site-packages that links to src/ makes it one; the
+    # mutmut process appends it to sys.path, after everything else, so the tests still import the
+    # mutated copy and the jailed processes the unmutated package (as unjailed workers do).
+    link = workspace / JAIL_SITE
+    link.parent.mkdir(parents=True)
+    link.symlink_to(REPO / "src", target_is_directory=True)
 
 
 def undecorate(text: str) -> str:
@@ -237,6 +246,9 @@ def install_sql_case_filter() -> None:
             yield mutant
 
     table[index[0]] = (table[index[0]][0], operator_string)
+
+
+JAIL_SITE = "jail-path/site-packages"
 
 
 def mutmut_command() -> list[str]:
@@ -343,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--as-mutmut"]:  # mutmut's own command line, with the SQL case filter installed
         install_sql_case_filter()
+        if (Path.cwd() / JAIL_SITE).is_dir():  # a workspace of prepare_workspace's
+            sys.path.append(str(Path.cwd() / JAIL_SITE))
         from mutmut.__main__ import cli
 
         sys.argv = ["mutmut", *sys.argv[2:]]
