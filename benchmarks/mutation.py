@@ -72,12 +72,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
     "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py",
                                                    "tests/execution/test_references_keys.py"]),
-    # The trusted (reference) path only: the jailed candidate path's tests (test_forkserver.py, minutes)
-    # would make each mutant cost minutes on a 2-core machine.
+    # Reference servers, trusted and jailed: the jailed candidate path's tests (test_forkserver.py,
+    # minutes) would make each mutant cost minutes on a 2-core machine.
     "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",
+                                                   "tests/execution/test_references_keys.py",
                                                    "tests/execution/test_references_lru.py"]),
     "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
-    "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core.py"]),
+    # test_core.py (a running job cancelled: minutes) is left out; the HTTP tests run the service in a
+    # process of its own, which imports the unmutated package.
+    "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core_units.py"]),
     "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
     "history": (f"{ENV}/history.py", ["tests/env/test_history.py", "tests/env/test_history_bounds.py"]),
     "feedback": (f"{ENV}/feedback.py", ["tests/env/test_feedback.py", "tests/env/test_feedback_budget.py",
