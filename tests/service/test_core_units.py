@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from tests.service.conftest import NO_TRITON, SYNTAX_ERROR
 
+SPIN = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "relu_spin_until_killed.py"
+
 from tritongym.errors import OptionsError
 from tritongym.evaluator.reward import RewardConfig
 from tritongym.service.config import ServiceConfig
@@ -241,6 +243,30 @@ def test_a_problem_the_parser_cannot_hold_is_refused_as_the_problems_flaw(tmp_pa
         assert refused.value.message.startswith("malformed problem: not valid Python: MemoryError")
     finally:
         service.stop()
+
+
+def test_a_problem_of_exactly_the_size_limit_is_taken(service):
+    text = source(1)
+    text += "#" * (1000 - len(text.encode()) - 1) + "\n"
+    assert len(text.encode()) == 1000
+    assert service.problem_from_source(text).source == text
+
+
+def test_a_malformed_problem_is_named_as_the_loader_saw_it(service, tmp_path):
+    with pytest.raises(ServiceError) as unnamed:
+        service.problem_from_source("import torch\n")
+    assert unnamed.value.message.startswith("malformed problem: problem 'inline' (inline) does not define Model")
+    with pytest.raises(ServiceError) as named:
+        service.problem_from_source("import torch\n", name="mine")
+    assert named.value.message.startswith("malformed problem: problem 'mine' (inline) does not define Model")
+    roomy = EvaluationService(config(tmp_path / "roomy"))
+    try:
+        with pytest.raises(ServiceError) as deep:
+            roomy.problem_from_source("x = " + "1+" * 30000 + "1\n")  # the parser's own RecursionError
+        assert deep.value.message == ("malformed problem: not valid Python: RecursionError: maximum recursion "
+                                      "depth exceeded during ast construction")
+    finally:
+        roomy.stop()
 
 
 def test_a_problem_id_with_nul_is_refused(service):
@@ -486,6 +512,52 @@ def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
             f"unknown problem hash '{'f' * 64}': register the problem first")
         assert final["badopt"].state == JobState.FAILED and "nope" in final["badopt"].error
         assert final["badopt"].result is None
+    finally:
+        service.stop()
+
+
+def test_jobs_the_pool_cancels_or_that_raise_are_stored_with_the_reason(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path, dispatch_depth=2))
+    service.start()
+    try:
+        builtin = service.problem_by_builtin("builtin/01_scaled_add")
+        relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                            "relu_problem.py").read_text(), name="relu")
+        raising = service.problem_from_source(source(16).replace("return [torch.randn(4, 8)]",
+                                                                 'raise RuntimeError("no inputs today")'))
+        spin = {"timeout": 120.0, "num_trials": 1, "input_families": []}
+        [(spinner, _), (queued, _)] = service.submit(
+            [JobSpec(relu.content_hash, SPIN.read_text(), spin), JobSpec(builtin.content_hash, NO_TRITON, {})],
+            client="c")
+        deadline = time.monotonic() + 60
+        while service.in_flight() < 2 or service.pool.stats().busy < 1:
+            assert time.monotonic() < deadline, "the jobs never reached the pool"
+            time.sleep(0.05)
+        # The pool cancels the job waiting in its queue by itself (not the client): stored as cancelled.
+        with service._inflight_lock:
+            waiting = service._inflight[queued.id]
+        assert service.pool.cancel(waiting)
+        [stored] = asyncio.run(service.wait_final([queued.id], 30)).values()
+        assert (stored.state, stored.error, stored.result) == (JobState.CANCELLED, "cancelled", None)
+        # The client cancels the running one: its candidate is killed, so the pool answers long before
+        # the candidate's 120 s budget, and the slot is free again.
+        cancelled_at = time.monotonic()
+        assert service.cancel(spinner.id).state == JobState.CANCELLED
+        while service.in_flight() or service.pool.stats().busy:
+            assert time.monotonic() - cancelled_at < 60, "the running candidate was not killed"
+            time.sleep(0.05)
+        assert service.get(spinner.id).error == "cancelled by a client"
+        assert service.pool.stats().cancelled == 2
+        # A problem whose code raises: the job fails with the exception named, and no verdict.
+        honest = (SPIN.parent / "relu_honest.py").read_text()  # passes the static gate: the reference runs
+        [(broken, _)] = service.submit([JobSpec(raising.content_hash, honest, spin)], client="c")
+        [failed] = asyncio.run(service.wait_final([broken.id], 120)).values()
+        assert failed.state == JobState.FAILED and failed.result is None
+        assert failed.error.startswith("ProblemError: ") and "no inputs today" in failed.error
+        lines = {e["job"]: e for e in events(service)}
+        assert lines[queued.id]["error"] == "cancelled" and lines[broken.id]["state"] == "failed"
     finally:
         service.stop()
 
