@@ -157,3 +157,23 @@ def test_fresh_jailed_references_start_a_jailed_worker_each_time_and_keep_none()
         source.release(first, reusable=True)  # reusable or not: closed
         source.release(second, reusable=False)
     assert not kept(first) and not kept(second)
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = [item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item]
+    return {key.decode(): value.decode() for key, value in pairs}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fresh_workers_get_the_caches_torch_thread_count(threads):
+    # Fresh (unforked) trusted workers: the thread cap is in the environment the worker starts with
+    # (its waiting shell's, which the worker inherits).
+    cache = WarmReferences(threads=threads, fork=False)
+    try:
+        runner = cache.acquire(problem(91), "cpu", 60.0)
+        env = environment_of(runner.process.pid)
+        assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == (str(threads), str(threads))
+        runner.close()
+    finally:
+        cache.close()
