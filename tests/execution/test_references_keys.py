@@ -49,6 +49,19 @@ def kept(runner) -> bool:
     return runner._dir.exists()
 
 
+def status_field(pid: int, name: str) -> list[str]:
+    with open(f"/proc/{pid}/status") as handle:
+        return next(line.split()[1:] for line in handle if line.startswith(name + ":"))
+
+
+def ancestors(pid: int) -> list[int]:
+    found = []
+    while pid > 1:
+        pid = int(status_field(pid, "PPid")[0])
+        found.append(pid)
+    return found
+
+
 @pytest.fixture
 def references():
     cache = WarmReferences(max_idle=4, threads=1)
@@ -83,6 +96,15 @@ def test_jailed_and_trusted_runners_of_one_problem_are_kept_apart(references):
     if jailed_server.cgroup is not None:  # where cgroups can be made (they can on this machine)
         assert jailed_server.cgroup.limits == {"pids": JAILED_SERVER_PIDS, "memory": references.jail_memory_bytes}
     assert references.server_pid("cpu", True) == jailed_server.process.pid
+    # Each handle's pid is the worker's own host PID (the memory bound reads its /proc): the trusted
+    # server's child itself; for the jailed server, PID 2 of the namespace its middle process made.
+    for runner, server in ((jailed, jailed_server), (trusted, trusted_server)):
+        pid = runner.process.pid
+        assert pid is not None and server.process.pid in ancestors(pid)
+        nspid = status_field(pid, "NSpid")
+        assert nspid[0] == str(pid)
+        assert nspid[1:] == ([] if runner is trusted else nspid[1:2] + ["2"])
+        assert runner.process.pid == pid  # found once, then kept
     assert references.server_pid("cpu", False) == trusted_server.process.pid
     assert references.server_pid("cuda", False) is None
     assert (references.hits, references.misses) == (0, 2)
