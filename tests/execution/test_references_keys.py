@@ -199,3 +199,25 @@ def test_fresh_workers_get_the_caches_torch_thread_count(threads):
         runner.close()
     finally:
         cache.close()
+
+
+def test_a_server_that_cannot_start_a_worker_is_the_machines_fault_and_is_replaced(references):
+    import socket
+
+    from tritongym.evaluator.reference import ReferenceWorkerLost
+
+    first = references.acquire(problem(95), "cpu", 60.0)
+    first.close()
+    server = references._servers[("cpu", False)]
+    server.control.shutdown(socket.SHUT_WR)  # the control channel breaks; the process still runs
+    assert not server.lost()
+    with pytest.raises(ReferenceWorkerLost) as lost:
+        references.acquire(problem(96), "cpu", 60.0)
+    assert str(lost.value).startswith("the reference fork server did not start a worker: the fork server is gone")
+    assert server.lost()  # so the next miss replaces it
+    second = references.acquire(problem(96), "cpu", 60.0)
+    try:
+        assert references._servers[("cpu", False)] is not server and second.process.alive()
+        assert references.misses == 3
+    finally:
+        second.close()
