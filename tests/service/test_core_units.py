@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -495,6 +496,32 @@ def test_started_jobs_are_evaluated_stored_logged_and_counted(tmp_path):
     finally:
         service.stop()
     assert not service.ready and service.pool._closed  # the service's own pool is closed with it
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2+ cores")
+def test_starting_logs_the_requeued_jobs_and_splits_this_process_torch_threads_over_the_slots(tmp_path, caplog):
+    import torch
+
+    service = EvaluationService(config(tmp_path))
+    problem = service.problem_by_builtin("builtin/01_scaled_add")
+    service.store.insert_jobs([NewJob(id="left", idempotency_key=None, fingerprint="f", client="old", api="native",
+                                      problem_hash=problem.content_hash, solution=NO_TRITON, options={})])
+    service.store.claim_queued(1, set())
+    threads, affinity = torch.get_num_threads(), os.sched_getaffinity(0)
+    torch.set_num_threads(3)
+    # The cores this process may use, not the machine's: one core allowed here, so one torch thread.
+    os.sched_setaffinity(0, {min(affinity)})
+    try:
+        with caplog.at_level("INFO", logger="tritongym.service"):
+            service.start()
+        assert torch.get_num_threads() == 1
+        assert ("tritongym.service", 20, "requeued 1 job(s) left running by the previous process") in \
+            caplog.record_tuples
+        wait_done(service, ["left"])
+    finally:
+        os.sched_setaffinity(0, affinity)
+        torch.set_num_threads(threads)
+        service.stop()
 
 
 def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
