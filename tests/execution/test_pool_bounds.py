@@ -185,3 +185,9 @@ def test_where_each_jobs_reference_runs():
         assert pool.references_for(trusted, jailed_options) is None  # a fresh trusted worker each time
         assert isinstance(pool.references_for(client, jailed_options), FreshJailedReferences)
         assert pool.references_for(client, open_options) is None
+
+
+def test_two_gpus_are_already_spread_over():
+    from tritongym.execution.pool import slot_device
+
+    assert [slot_device("cuda", i, 2) for i in range(3)] == ["cuda:0", "cuda:1", "cuda:0"]
