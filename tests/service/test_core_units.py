@@ -61,7 +61,8 @@ def source(scale: int) -> str:
 
 
 def config(tmp_path: Path, **overrides) -> ServiceConfig:
-    return ServiceConfig(db_path=tmp_path / "jobs.db", workers=1, device="cpu", sandbox="bwrap", **overrides)
+    return ServiceConfig(db_path=tmp_path / "jobs.db", **{"workers": 1, "device": "cpu", "sandbox": "bwrap",
+                                                          **overrides})
 
 
 @pytest.fixture
@@ -522,6 +523,17 @@ def test_starting_logs_the_requeued_jobs_and_splits_this_process_torch_threads_o
         os.sched_setaffinity(0, affinity)
         torch.set_num_threads(threads)
         service.stop()
+
+
+def test_the_dispatch_depth_is_four_jobs_per_slot_unless_set(tmp_path):
+    for workers, depth, expected in ((2, None, 8), (2, 3, 3)):
+        service = EvaluationService(config(tmp_path / f"{workers}-{depth}", dispatch_depth=depth, workers=workers))
+        service.start()
+        try:
+            assert service.pool.workers == workers and service._depth == expected
+            assert service._dispatcher.name == "tritongym-service-dispatch" and service._dispatcher.daemon
+        finally:
+            service.stop()
 
 
 def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
