@@ -536,6 +536,36 @@ def test_the_dispatch_depth_is_four_jobs_per_slot_unless_set(tmp_path):
             service.stop()
 
 
+def test_the_dispatcher_prunes_by_count_then_by_age_jobs_and_problems(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path, max_finished=2, retention_s=2.0, prune_interval_s=0.2))
+    service.start()
+    try:
+        problem = service.problem_by_builtin("builtin/01_scaled_add")
+        registered = service.problem_from_source(source(17), registered=True)
+        ids = [r.id for r, _ in service.submit([JobSpec(problem.content_hash, NO_TRITON + f"# {n}\n", {})
+                                                for n in range(4)], client="c")]
+        wait_done(service, ids)
+
+        def until(condition, what):
+            deadline = time.monotonic() + 20
+            while not condition():
+                assert time.monotonic() < deadline, what
+                time.sleep(0.05)
+
+        until(lambda: sum(service.store.count_by_state().values()) == 2, "not pruned to max_finished")
+        assert sample(service, "tritongym_jobs_pruned_total") == 2.0
+        # Past the 2 s retention: the finished jobs go, then the problems nothing needs.
+        until(lambda: sum(service.store.count_by_state().values()) == 0, "not pruned by age")
+        assert sample(service, "tritongym_jobs_pruned_total") == 4.0
+        until(lambda: service.store.count_problems(registered_only=False) == 0, "problems not pruned by age")
+        with pytest.raises(ServiceError, match="unknown problem hash"):
+            service.problem_by_hash(registered.content_hash)
+    finally:
+        service.stop()
+
+
 def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
     service = EvaluationService(config(tmp_path, dispatch_depth=2))
     problem = service.problem_by_builtin("builtin/01_scaled_add")
