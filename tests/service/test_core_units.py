@@ -539,7 +539,7 @@ def test_the_dispatch_depth_is_four_jobs_per_slot_unless_set(tmp_path):
 def test_the_dispatcher_prunes_by_count_then_by_age_jobs_and_problems(tmp_path):
     import time
 
-    service = EvaluationService(config(tmp_path, max_finished=2, retention_s=2.0, prune_interval_s=0.2))
+    service = EvaluationService(config(tmp_path, max_finished=2, retention_s=5.0, prune_interval_s=0.2))
     service.start()
     try:
         problem = service.problem_by_builtin("builtin/01_scaled_add")
@@ -556,7 +556,7 @@ def test_the_dispatcher_prunes_by_count_then_by_age_jobs_and_problems(tmp_path):
 
         until(lambda: sum(service.store.count_by_state().values()) == 2, "not pruned to max_finished")
         assert sample(service, "tritongym_jobs_pruned_total") == 2.0
-        # Past the 2 s retention: the finished jobs go, then the problems nothing needs.
+        # Past the 5 s retention: the finished jobs go, then the problems nothing needs.
         until(lambda: sum(service.store.count_by_state().values()) == 0, "not pruned by age")
         assert sample(service, "tritongym_jobs_pruned_total") == 4.0
         until(lambda: service.store.count_problems(registered_only=False) == 0, "problems not pruned by age")
