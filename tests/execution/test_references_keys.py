@@ -117,8 +117,11 @@ def test_jailed_and_trusted_runners_of_one_problem_are_kept_apart(references):
     assert view.acquire(problem(51), "cpu", 20.0) is jailed and jailed.timeout == 20.0
     assert (references.hits, references.misses, references.idle()) == (2, 2, 0)
     # A jailed runner released as not reusable is closed, not kept for the next client.
+    job_folder = jailed_server._jobs / jailed.process.job
+    assert job_folder.is_dir()
     view.release(jailed, reusable=False)
     assert not kept(jailed) and references.idle() == 0
+    assert not job_folder.exists()  # the jailed server's folder for that job is gone with it
     references.release(trusted, reusable=True)
     other = view.acquire(problem(51), "cpu", 60.0)
     assert other is not trusted and other.jailed  # a trusted runner never serves the jail
