@@ -32,7 +32,7 @@ if sys.argv[1] == "plain":
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 else:
-    from tritongym.evaluator.optrace import OpTrace as Mode
+    from tritongym.evaluator.worker.optrace import OpTrace as Mode
 x = torch.randn(4)
 start = time.perf_counter()
 with Mode():

@@ -4,7 +4,7 @@ Markers (registered in pyproject.toml):
 
 * ``gpu``: skipped unless ``torch.cuda.is_available()``;
 * ``sandbox``: skipped when bubblewrap cannot jail a process here
-  (`tritongym.evaluator.sandbox.bwrap_problem()` says why);
+  (`tritongym.evaluator.jail.sandbox.bwrap_problem()` says why);
 * ``slow``: runs by default; deselect with ``-m "not slow"``.
 
 The KernelBench data is read in place from ``<repo>/../shared/datasets/kernelbench/`` (a fresh
@@ -13,6 +13,7 @@ clone with ``shared/`` beside it works); tests that need it skip, with the path,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 KERNELBENCH_DIR = REPO_ROOT.parent / "shared" / "datasets" / "kernelbench"
-KERNELBENCH_JSONL = KERNELBENCH_DIR / "kernelbench_l1-l3.jsonl"
+# TRITONGYM_KERNELBENCH_JSONL names the file where shared/ is not beside the repository (a worktree).
+KERNELBENCH_JSONL = Path(os.environ.get("TRITONGYM_KERNELBENCH_JSONL", "")
+                         or KERNELBENCH_DIR / "kernelbench_l1-l3.jsonl")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -34,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not torch.cuda.is_available():
             skip_gpu = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
     if wants_sandbox:
-        from tritongym.evaluator.sandbox import bwrap_problem
+        from tritongym.evaluator.jail.sandbox import bwrap_problem
 
         problem = bwrap_problem()
         if problem is not None:

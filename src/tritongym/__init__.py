@@ -3,7 +3,7 @@
 The top level re-exports the evaluator's public API::
 
     import tritongym
-    result = tritongym.evaluate("problem.py", "solution.py", device="cpu")
+    result = tritongym.evaluate("problem.py", pathlib.Path("solution.py"), device="cpu")  # a str is source
     result.status, result.reward, result.violations
 
     # many at once, on a warm pool of sandboxed workers

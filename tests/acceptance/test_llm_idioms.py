@@ -27,7 +27,7 @@ import pytest
 import tritongym
 from tritongym import EvalOptions, EvalRequest, Status
 from tritongym.env import FeedbackPolicy
-from tritongym.evaluator import interpreter_fixes
+from tritongym.evaluator.worker import interpreter_fixes
 
 IDIOMS = Path(__file__).resolve().parent / "idioms"
 REPEATS = 3

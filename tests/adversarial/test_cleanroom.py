@@ -5,8 +5,9 @@ kernel-body checks, the static gate's and the run-time policy's refusals) run be
 code and are forgeable; since issue 20 they are early filters only. Here they are all switched
 off (``candidate_checks=False``, ``forbidden_construct`` disabled: the policy records instead of
 refusing), so each attack runs to completion, and what stops it must be a property of the clean
-room (`tritongym.evaluator.cleanroom`), named per case below. The honest controls of the corpus,
-in the same configuration, must still get ``ok``: the pair that makes the rule worth having.
+room (`tritongym.evaluator.cleanroom`; the trials it replays are chosen by
+`tritongym.evaluator.replays`), named per case below. The honest controls of the corpus, in the
+same configuration, must still get ``ok``: the pair that makes the rule worth having.
 """
 
 from __future__ import annotations

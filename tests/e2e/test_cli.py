@@ -171,7 +171,7 @@ def test_run_evaluates_a_folder_of_solutions_and_prints_a_table(tmp_path, repo_r
     assert "2 evaluated: 2 ok; mean reward 0.500" in out
     assert "had no solution file" in out
     # The summary says how candidates were isolated (an unsandboxed run must not look the same).
-    from tritongym.evaluator.sandbox import resolve_mode
+    from tritongym.evaluator.jail.sandbox import resolve_mode
 
     mode = resolve_mode("auto")
     assert f"sandbox: {mode}; " in out and "worker(s)" in out
@@ -234,7 +234,7 @@ def test_info_json_reports_the_environment():
     info = json.loads(completed.stdout)
     assert info["cuda_available"] in (True, False)
     # What the machine has, not a constant: bwrap exactly when bubblewrap works here.
-    from tritongym.evaluator.sandbox import bwrap_problem
+    from tritongym.evaluator.jail.sandbox import bwrap_problem
 
     assert info["sandbox"] == ("bwrap" if bwrap_problem() is None else "none")
     from tritongym.execution.forkserver import forkserver_problem

@@ -178,13 +178,13 @@ def test_trials_help_says_what_it_counts():
 
 
 def test_run_table_messages_end_at_a_word_not_mid_sentence():
-    from tritongym.cli import _first_line
+    from tritongym.cli.options import first_line
 
     message = "the output of trial 3 differed from the reference " * 20
-    line = _first_line(message, limit=150)
+    line = first_line(message, limit=150)
     assert len(line) <= 152 and line.endswith(" …") and not line[:-2].endswith(" ")
     assert message.startswith(line[:-2]) and " ".join(message.split()).split(" ")[len(line[:-2].split())] != ""
-    assert _first_line("short message") == "short message"
+    assert first_line("short message") == "short message"
 
 
 def test_the_progress_bar_needs_nothing_beyond_the_base_install():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from tritongym import EvalOptions, EvalResult, Status, evaluate
 from tritongym.errors import OptionsError, ProblemError, SolutionError
 from tritongym.tasks import load_problem_file
 
-from .helpers import PROBLEMS, TINY_LINEAR, TINY_RELU, candidate, run_eval, task_trials
+from .helpers import CANDIDATES, PROBLEMS, TINY_LINEAR, TINY_RELU, candidate, run_eval, task_trials
 
 
 def trial_errors(result: EvalResult) -> list[tuple]:
@@ -115,7 +116,19 @@ def test_problem_object_and_source_text_solution_are_accepted():
 
 def test_missing_solution_file_is_a_solution_error():
     with pytest.raises(SolutionError, match="solution file not found"):
-        evaluate(TINY_RELU, str(PROBLEMS / "no_such_solution.py"), device="cpu")
+        evaluate(TINY_RELU, PROBLEMS / "no_such_solution.py", device="cpu")
+
+
+def test_a_str_solution_is_always_source_text_never_a_file_to_read():
+    # One rule for evaluate, evaluate_many, the pool and the service: a str is source text. The old
+    # form (a one-line file name) is refused with a verdict that says what to pass, and no file is read.
+    path = str(CANDIDATES / "relu_honest.py")
+    result = evaluate(TINY_RELU, path, device="cpu")
+    assert result.status == Status.COMPILE_ERROR and result.reward == 0.0
+    assert "pass pathlib.Path(" in result.error and path in result.error
+    assert evaluate(TINY_RELU, Path(path), device="cpu", num_trials=1).status == Status.OK
+    with pytest.raises(SolutionError, match=r"source text \(str\) or a path \(os.PathLike\), got bytes"):
+        evaluate(TINY_RELU, path.encode(), device="cpu")
 
 
 def test_missing_problem_file_is_a_problem_error():
@@ -139,3 +152,55 @@ def test_invalid_option_override_is_an_options_error():
 def test_broken_reference_raises_problem_error_not_a_verdict():
     with pytest.raises(ProblemError, match="this problem cannot make its inputs"):
         evaluate(PROBLEMS / "broken_reference.py", candidate("relu_honest"), device="cpu", num_trials=1)
+
+
+#: A problem whose code rewrites what its own reference worker sends (a client's problem runs
+#: there and is as untrusted as a candidate): the trial replies keep their kind, one field is bad.
+MALFORMED_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+from tritongym.evaluator.common import channel as _channel
+
+_send = _channel.Channel.send
+
+
+def _malformed(self, kind, payload=None):
+    if kind == "trial" and isinstance(payload, dict):
+        payload = dict(payload)
+        {change}
+    return _send(self, kind, payload)
+
+
+_channel.Channel.send = _malformed
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 125)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ('payload.pop("compute_ops")', "compute_ops"),
+    ('payload["compute_work"] = ["many", "ops"]', "compute_work"),
+    ('payload["finite"] = "yes"', "finite"),
+    ('payload["inputs"] = 3', "inputs"),
+])
+def test_a_malformed_reference_reply_is_the_problems_error_never_the_candidates_crash(tmp_path, change, field):
+    # Before: a KeyError or ValueError while reading the reply became the honest candidate's `crashed`.
+    problem = tmp_path / "hostile_reference.py"
+    problem.write_text(MALFORMED_REFERENCE.replace("{change}", change))
+    with pytest.raises(ProblemError, match=f"malformed 'trial' reply.*{field}"):
+        evaluate(problem, candidate("relu_honest"), device="cpu", num_trials=1)
+    # Control: the same problem without the rewrite is an ordinary task the candidate passes.
+    problem.write_text(MALFORMED_REFERENCE.replace("{change}", "pass"))
+    assert evaluate(problem, candidate("relu_honest"), device="cpu", num_trials=1).status == Status.OK

@@ -155,7 +155,7 @@ def test_candidate_runs_in_a_fresh_spawned_process_with_a_scrubbed_environment(p
     assert result.status == Status.OK
     assert seen["pid"] != os.getpid()
     # A forked copy of this pytest process would keep pytest's argv and environment.
-    assert seen["argv"][0].endswith("candidate_worker.py")
+    assert seen["argv"][0].endswith("worker/candidate.py")
     assert "--fd" in seen["argv"]
     assert seen["env"]["PYTEST_CURRENT_TEST"] is None and seen["env"]["VIRTUAL_ENV"] is None
     assert os.environ.get("PYTEST_CURRENT_TEST")  # ... which this process does have

@@ -122,7 +122,7 @@ def test_runtime_error_traceback_has_only_candidate_frames_with_their_lines():
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', result.error)
     assert frames == [("candidate.py", "31", "forward"), ("candidate.py", "26", "check_shape")]
     assert "ValueError: fixture refuses shape (8, 125)" in result.error
-    for internal in ("torch/", "tritongym", "site-packages", "candidate_worker", "/job/", "/tmp/"):
+    for internal in ("torch/", "tritongym", "site-packages", "worker/candidate", "startup.py", "/job/", "/tmp/"):
         assert internal not in result.error
 
 

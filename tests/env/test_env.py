@@ -220,3 +220,39 @@ def test_templates_are_overridable_by_folder(problems, tmp_path):
     broken.reset(options={"problem": 0})
     with pytest.raises(ValueError, match="nonexistent"):
         broken.step(GOOD)
+
+
+def test_best_turn_breaks_reward_ties_by_how_far_the_turn_got(problems):
+    """Every turn at reward 0 (a run's first steps): the best is the wrong kernel that ran, not the
+    first compile error; an integrity violation is never the best; equal progress → the earliest."""
+    statuses = {"compile": Status.COMPILE_ERROR, "cheat": Status.INTEGRITY_VIOLATION, "wrong": Status.INCORRECT,
+                "raises": Status.RUNTIME_ERROR, "wrong2": Status.INCORRECT}
+
+    def by_marker(problem, code):
+        marker = code.split("# ")[1].strip()
+        return EvalResult(status=statuses[marker], reward=0.0, error=marker)
+
+    def run(*markers: str) -> dict:
+        env = KernelEnv(problems, evaluator=by_marker, max_turns=len(markers))
+        env.reset(options={"problem": 0})
+        for marker in markers:
+            *_, info = env.step(f"```python\nclass ModelNew: pass  # {marker}\n```")
+        return info
+
+    assert run("compile", "cheat", "raises", "wrong", "wrong2")["best_turn"] == 3
+    assert run("compile", "cheat", "raises")["best_turn"] == 2
+    assert run("cheat", "compile")["best_turn"] == 1
+    info = run("cheat")
+    assert (info["best_turn"], info["best_reward"]) == (0, 0.0)  # the only evaluated turn is still reported
+
+
+def test_a_higher_reward_still_wins_over_progress(problems):
+    def verdicts(problem, code):
+        return (EvalResult(status=Status.INTEGRITY_VIOLATION, reward=0.1) if "first" in code
+                else EvalResult(status=Status.INCORRECT, reward=0.0))
+
+    env = KernelEnv(problems, evaluator=verdicts, max_turns=2)
+    env.reset(options={"problem": 0})
+    env.step("```python\nclass ModelNew: pass  # first\n```")
+    *_, info = env.step("```python\nclass ModelNew: pass  # second\n```")
+    assert (info["best_turn"], info["best_reward"]) == (0, 0.1)

@@ -91,9 +91,10 @@ def test_a_void_turn_says_why_in_its_template():
 def test_an_attempt_carries_the_turns_fields():
     evaluated = Turn(turn=4, iteration=1, reply="r", code="c", result=EvalResult(status=Status.OK, reward=0.5),
                      reward=0.5, feedback="f", message="m")
-    assert evaluated.attempt() == Attempt(turn=4, reply="r", feedback="m", reward=0.5, void=False)
+    # progress: how far the turn got (ok 5 ... void 1), which breaks BestK's reward ties.
+    assert evaluated.attempt() == Attempt(turn=4, reply="r", feedback="m", reward=0.5, void=False, progress=5)
     void = Turn(turn=2, iteration=0, reply="x", code=None, result=None, reward=0.0, feedback="f", message="v")
-    assert void.attempt() == Attempt(turn=2, reply="x", feedback="v", reward=0.0, void=True)
+    assert void.attempt() == Attempt(turn=2, reply="x", feedback="v", reward=0.0, void=True, progress=1)
     assert void.status == "void" and evaluated.status == "ok"
 
 

@@ -41,6 +41,22 @@ def test_best_k_is_not_consecutive_keeps_turn_order_and_prefers_recent_ties():
     assert turns_of(BestK(3).select(history)) == [0, 2, 4]
 
 
+def test_best_k_breaks_reward_ties_by_how_far_the_attempt_got():
+    # All at reward 0: keep the wrong kernel that ran and the runtime error, not the compile errors
+    # or the cheat; between equals (the two compile errors) the later one.
+    from tritongym.env.history import progress_of
+
+    statuses = ["incorrect", "compile_error", "integrity_violation", "runtime_error", "compile_error", "void"]
+    history = [Attempt(turn=i, reply=f"r{i}", feedback=f"f{i}", reward=0.0, progress=progress_of(s))
+               for i, s in enumerate(statuses)]
+    assert turns_of(BestK(2).select(history)) == [0, 3]
+    assert turns_of(BestK(3).select(history)) == [0, 3, 4]
+    assert turns_of(BestK(5).select(history)) == [0, 1, 3, 4, 5]  # the cheat is the first left out
+    # Reward first: progress only breaks ties.
+    history[2] = Attempt(turn=2, reply="r2", feedback="f2", reward=0.3, progress=progress_of("integrity_violation"))
+    assert turns_of(BestK(1).select(history)) == [2]
+
+
 def test_char_budget_truncates_the_oldest():
     history = attempts(0, 0, 0)
     size = len(history[0].reply) + len(history[0].feedback)

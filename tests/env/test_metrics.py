@@ -130,6 +130,6 @@ def test_violation_codes_and_per_task_rows():
     runs[3]["turns"][0]["result"]["violations"] = [{"code": "pytorch_fallback", "message": "m"}]
     assert metrics.violation_codes(runs) == {"pytorch_fallback": 2, "output_not_from_kernel": 1}
     rows = {r["problem_id"]: r for r in metrics.per_task(runs)}
-    assert rows["builtin/a"] == {"problem_id": "builtin/a", "samples": 1, "correct": 1, "best_speedup": 2.0,
-                                 "rechecked": 1}
+    assert rows["builtin/a"] == {"problem_id": "builtin/a", "name": "a", "samples": 1, "correct": 1,
+                                 "best_speedup": 2.0, "rechecked": 1}
     assert rows["builtin/c"]["correct"] == 0 and rows["builtin/c"]["best_speedup"] is None

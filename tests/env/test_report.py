@@ -32,7 +32,7 @@ def test_gpu_run_report_has_speed_metrics_plots_and_self_contained_html(tmp_path
     assert "| fast_1.2 (vs eager) | 25.0% |" in markdown
     assert "| correctness | 75.0% |" in markdown
     assert "at re-check 2x (gap 1.25)" in markdown
-    assert "| builtin/a | 1 | 1 | 2x | 1 |" in markdown and "| builtin/c | 1 | 0 | n/a | 0 |" in markdown
+    assert "| builtin/a | a | 1 | 1 | 2x | 1 |" in markdown and "| builtin/c | c | 1 | 0 | n/a | 0 |" in markdown
     assert CPU_NOTE not in markdown
     page = paths["html"].read_text()
     assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]+">', page)) == 4

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritongym.env.history import progress_of
+
 
 def result(status: str, speedup: float | None = None, compile_speedup: float | None = None) -> dict[str, Any]:
     return {"status": status, "correct": status == "ok", "reward": 0.5 if status == "ok" else 0.0,
@@ -24,7 +26,9 @@ def trajectory(problem: str, turns: list[dict[str, Any]], *, sample: int = 0, be
                recheck: dict[str, Any] | None = None) -> dict[str, Any]:
     if best is None:
         scored = [t for t in turns if not t["void"]]
-        best = max(scored, key=lambda t: (t["reward"], -t["turn"]))["turn"] if scored else None
+        # KernelEnv.best_turn's rule: reward, then how far the turn got, then the earliest.
+        ranked = max(scored, key=lambda t: (t["reward"], progress_of(t["status"]), -t["turn"])) if scored else None
+        best = ranked["turn"] if ranked else None
     return {"problem": problem, "problem_id": f"builtin/{problem}", "sample": sample, "turns": turns,
             "best_turn": best, "recheck": recheck, "provenance": {"model": "scripted", "device": "cuda"}}
 

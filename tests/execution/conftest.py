@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tritongym.evaluator.sandbox import bwrap_problem
+from tritongym.evaluator.jail.sandbox import bwrap_problem
 from tritongym.execution.forkserver import forkserver_problem
 
 HERE = Path(__file__).resolve().parent

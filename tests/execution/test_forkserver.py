@@ -15,8 +15,8 @@ from tests.execution.conftest import FIXTURES, RELU_PROBLEM, needs_forkserver
 from tests.sandbox.test_escapes import candidate
 
 from tritongym import EvalOptions, Status
-from tritongym.evaluator import seccomp
-from tritongym.evaluator.sandbox import python_paths
+from tritongym.evaluator.jail import seccomp
+from tritongym.evaluator.jail.sandbox import python_paths
 from tritongym.execution import EvalRequest, LocalPool
 
 pytestmark = [pytest.mark.sandbox, needs_forkserver()]

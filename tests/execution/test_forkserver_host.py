@@ -69,9 +69,9 @@ def test_a_worker_handle_answers_while_running_and_after_its_death(server):
 
 
 def test_the_server_starts_only_its_own_module(server):
-    with pytest.raises(EvaluatorError, match="this fork server starts tritongym.evaluator.reference_worker only, not "
-                                             "tritongym.evaluator.candidate_worker"):
-        server.start("tritongym.evaluator.candidate_worker", "/nonexistent.py")
+    with pytest.raises(EvaluatorError, match="this fork server starts tritongym.evaluator.worker.reference only, not "
+                                             "tritongym.evaluator.worker.candidate"):
+        server.start("tritongym.evaluator.worker.candidate", "/nonexistent.py")
     assert not server.lost()
 
 

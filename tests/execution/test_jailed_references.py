@@ -273,7 +273,7 @@ def test_a_fork_server_runs_only_the_roles_of_its_fixed_table(tmp_path):
     # The host side made to send a role the server must refuse (what a corrupted frame carries): one
     # missing from the jailed side's table, and a candidate to an unjailed server.
     for trusted, module, role in ((False, "tritongym.evaluator.static", "bogus"),
-                                  (True, "tritongym.evaluator.candidate_worker", "candidate")):
+                                  (True, "tritongym.evaluator.worker.candidate", "candidate")):
         server = ForkServerLauncher("cpu", trusted=trusted)
         try:
             server.modules = {module: role}

@@ -108,7 +108,7 @@ def test_pool_arguments_are_checked():
 def test_an_idle_pool_reports_its_shape_and_refuses_what_is_not_a_request():
     from concurrent.futures import Future
 
-    from tritongym.evaluator.sandbox import resolve_mode
+    from tritongym.evaluator.jail.sandbox import resolve_mode
     from tritongym.execution.pool import _cores
 
     pool = LocalPool(2, queue_size=3, reference_cache=4, threads=None)

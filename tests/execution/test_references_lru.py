@@ -158,7 +158,7 @@ def test_resident_bytes_sums_a_process_and_its_descendants():
 
 
 def test_the_cache_defaults_and_how_it_starts_runners():
-    from tritongym.evaluator.sandbox import WorkerProcess
+    from tritongym.evaluator.jail.sandbox import WorkerProcess
     from tritongym.execution.forkserver import ForkedWorker
 
     defaults = WarmReferences()

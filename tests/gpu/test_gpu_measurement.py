@@ -18,7 +18,7 @@ import torch
 
 import tritongym
 from tritongym import Status
-from tritongym.evaluator import device as gpu
+from tritongym.evaluator.common import device as gpu
 from tritongym.tasks.loaders import load_problem_file
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +52,7 @@ def test_a_forced_jail_runs_triton_on_the_gpu_and_says_it_was_jailed():
 
 def test_the_probe_passes_here_and_names_a_missing_compiler(tmp_path):
     assert gpu.probe_device("cuda") is None
-    script = ("from tritongym.evaluator.device import probe_device\n"
+    script = ("from tritongym.evaluator.common.device import probe_device\n"
               "print(probe_device('cuda'))\n")
     env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "TRITON_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
@@ -60,7 +60,7 @@ def test_the_probe_passes_here_and_names_a_missing_compiler(tmp_path):
 
 
 def test_the_memory_cap_makes_an_allocation_beyond_it_fail_in_that_process():
-    script = ("import torch\nfrom tritongym.evaluator.device import cap_candidate_memory\n"
+    script = ("import torch\nfrom tritongym.evaluator.common.device import cap_candidate_memory\n"
               "cap_candidate_memory('cuda', 0.1)\n"
               "total = torch.cuda.get_device_properties(0).total_memory\n"
               "try:\n    torch.empty(int(total * 0.3), dtype=torch.uint8, device='cuda')\n    print('allocated')\n"

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tritongym import Status
-from tritongym.evaluator import seccomp
+from tritongym.evaluator.jail import seccomp
 
 from .test_escapes import candidate, run
 
@@ -131,7 +131,7 @@ def test_an_honest_candidate_is_ok_under_the_whole_boundary(tmp_path):
 def test_the_jail_shows_package_folders_not_the_callers_script_folder(monkeypatch, tmp_path):
     import sys
 
-    from tritongym.evaluator.sandbox import python_paths
+    from tritongym.evaluator.jail.sandbox import python_paths
 
     script_folder = tmp_path / "trainer"
     script_folder.mkdir()

@@ -139,7 +139,8 @@ def test_an_ok_verdict_maps_every_field():
     assert response.processing_time == 2.5
     assert response.tritongym == result
     assert response.metadata == {
-        "hardware": "H100", "device": "cuda:0", "backend": "triton", "num_correct_trials": 7, "num_perf_trials": 50,
+        "hardware": "H100", "device": "cuda:0", "backend": "triton", "num_correct_trials": 1, "num_perf_trials": 50,
+        "tritongym_requested_correct_trials": 7,
         "correctness_trials": "(1 / 1)", "max_difference": [0.0], "tritongym_status": "ok", "tritongym_reward": 1.25,
         "sandbox": "bwrap", "triton_profiler_used": True, "triton_profiler_matches": ["mine grid=[4, 1, 1]"],
         "num_custom_kernels": 2, "num_total_kernels": 3, "custom_kernel_cuda_time_in_profiling_us": 40.0,
@@ -153,9 +154,11 @@ def test_absent_result_fields_and_options_take_their_defaults():
     response = to_kernelgym(record(result={"status": "ok", "device": "cpu"}), "t2")
     assert (response.status, response.compiled, response.correctness) == ("completed", True, True)
     # No timing (a CPU): runtimes -1, speedup 0; the options' defaults are KernelGYM's 5 and ours 30.
+    # num_correct_trials is what ran (none here, as "(0 / 0)" says), the request's 5 beside it.
     assert (response.reference_runtime, response.kernel_runtime, response.speedup) == (-1.0, -1.0, 0.0)
     assert response.metadata == {
-        "hardware": "cpu", "device": "cpu", "backend": "triton", "num_correct_trials": 5, "num_perf_trials": 30,
+        "hardware": "cpu", "device": "cpu", "backend": "triton", "num_correct_trials": 0, "num_perf_trials": 30,
+        "tritongym_requested_correct_trials": 5,
         "correctness_trials": "(0 / 0)", "max_difference": [], "tritongym_status": "ok", "tritongym_reward": None,
         "sandbox": None, "triton_profiler_used": False, "triton_profiler_matches": [],
         "num_custom_kernels": 0, "num_total_kernels": 0, "custom_kernel_cuda_time_in_profiling_us": 0.0,
@@ -185,6 +188,7 @@ def test_an_incorrect_verdict():
         ("completed", True, False, False)
     assert response.error_message == "1 of 2 trials failed" and response.error_code == "CORRECTNESS_ERROR"
     assert response.metadata["correctness_trials"] == "(1 / 2)"
+    assert response.metadata["num_correct_trials"] == 2  # what ran, as "(1 / 2)" says
     assert response.metadata["max_difference"] == [0.0, 3.5]
     assert response.metadata["correctness_issue"] == "out: 2 of 4 differ"
 
@@ -272,3 +276,21 @@ def test_coverage_counts_a_kernel_without_a_time_as_zero_and_a_sub_microsecond_t
 def test_a_correct_kernel_reports_no_error_even_when_the_result_carries_text():
     response = to_kernelgym(record(result={"status": "ok", "device": "cpu", "error": "a notice"}), "t")
     assert response.error_message is None and response.error_code is None
+
+
+def test_num_correct_trials_is_what_ran_so_it_agrees_with_correctness_trials():
+    """KernelGYM's "(k / n)" has n == num_correct_trials. Ours adds one trial per perturbed input
+    family, so echoing the request (5) beside "(8 / 8)" told the model two stories; Dr.Kernel's
+    reward reads neither field (status, correctness, decoy_kernel, speedup, coverage), so only the
+    feedback changes. The request's number stays, under its own name."""
+    trials = [{"passed": True, "max_abs_error": 0.0, "family": "task"}] * 5 + \
+             [{"passed": True, "max_abs_error": 0.0, "family": f} for f in ("negated", "scaled", "offset")]
+    response = to_kernelgym(record(result={"status": "ok", "device": "cpu", "trials": trials},
+                                   options={"num_trials": 5}), "t")
+    assert response.metadata["correctness_trials"] == "(8 / 8)"
+    assert response.metadata["num_correct_trials"] == 8
+    assert response.metadata["tritongym_requested_correct_trials"] == 5
+    compile_error = to_kernelgym(record(result={"status": "compile_error", "error": "SyntaxError"},
+                                        options={"num_trials": 5}), "t")
+    metadata = compile_error.metadata
+    assert (metadata["num_correct_trials"], metadata["correctness_trials"]) == (0, "(0 / 0)")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from tests.service.conftest import EXAMPLES, Server, problem_source
 
-from tritongym.evaluator.sandbox import bwrap_problem
+from tritongym.evaluator.jail.sandbox import bwrap_problem
 
 pytestmark = [pytest.mark.sandbox,
               pytest.mark.skipif(bwrap_problem() is not None, reason=f"no bwrap here: {bwrap_problem()}")]

@@ -19,8 +19,8 @@ FORBIDDEN_FOR_CORE = ("fastapi", "starlette", "pydantic", "httpx", "ray", "verl"
 
 
 @pytest.mark.parametrize("module", [
-    "tritongym.evaluator.candidate_worker",
-    "tritongym.evaluator.reference_worker",
+    "tritongym.evaluator.worker.candidate",
+    "tritongym.evaluator.worker.reference",
     "tritongym.evaluator",
     "tritongym",
 ])

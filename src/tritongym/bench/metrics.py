@@ -196,12 +196,23 @@ def violation_codes(trajectories: Sequence[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
+def problem_names(trajectories: Sequence[dict[str, Any]]) -> dict[str, str | None]:
+    """Each task's problem name (``19_ReLU`` for ``kernelbench/level1/19``) by problem id."""
+    names: dict[str, str | None] = {}
+    for traj in trajectories:
+        if names.get(traj["problem_id"]) is None:
+            names[traj["problem_id"]] = traj.get("problem")
+    return names
+
+
 def per_task(trajectories: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per task: samples, correct final kernels, and the best final speedup among them."""
+    """Per task: its name, samples, correct final kernels, and the best final speedup among them."""
+    names = problem_names(trajectories)
     rows = []
     for key, groups in zip(*_keyed(trajectories), strict=True):
         speeds = [f["speedup"] for f in groups if f["correct"] and f["speedup"] is not None]
-        rows.append({"problem_id": key, "samples": len(groups), "correct": sum(f["correct"] for f in groups),
+        rows.append({"problem_id": key, "name": names.get(key), "samples": len(groups),
+                     "correct": sum(f["correct"] for f in groups),
                      "best_speedup": max(speeds) if speeds else None,
                      "rechecked": sum(1 for f in groups if f.get("source") == "recheck")})
     return rows
@@ -281,6 +292,7 @@ def compare(current: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]) 
         "correctness_delta": {"value": delta, "ci95": bootstrap_ci([[a - b] for a, b in pairs], _rate_stat)},
         "gained": [k for k, (a, b) in zip(shared, pairs, strict=True) if a > b],
         "lost": [k for k, (a, b) in zip(shared, pairs, strict=True) if a < b],
+        "names": {k: v for k, v in {**problem_names(other), **problem_names(current)}.items() if v},
     }
     speed = [(mine[k], theirs[k]) for k in shared]
     for p in FAST_P_THRESHOLDS:

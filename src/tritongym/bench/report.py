@@ -188,10 +188,12 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
     if summary.get("violation_codes"):
         lines += ["", "Integrity violations (evaluated turns carrying each code): " + ", ".join(
             f"`{code}` {count}" for code, count in summary["violation_codes"].items()) + "."]
-    lines += ["", "## By task", "", "| task | samples | correct | best speedup | re-checked |", "|---|---|---|---|---|"]
+    lines += ["", "## By task", "", "| task | name | samples | correct | best speedup | re-checked |",
+              "|---|---|---|---|---|---|"]
     for row in summary.get("per_task", []):
         speed = "n/a" if row["best_speedup"] is None else f"{row['best_speedup']:.3g}x"
-        lines.append(f"| {row['problem_id']} | {row['samples']} | {row['correct']} | {speed} | {row['rechecked']} |")
+        lines.append(f"| {row['problem_id']} | {row.get('name') or '-'} | {row['samples']} | {row['correct']} | "
+                     f"{speed} | {row['rechecked']} |")
     wc = summary["winners_curse"]
     lines += ["", "## Re-check of the selected winners", "",
               f"{wc['rechecked']} winners re-checked with a fresh evaluation (new processes, new secret seeds); "
@@ -203,8 +205,8 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
         delta = diff["correctness_delta"]
         lines += ["## Compared with the other run", "",
                   f"{diff['shared_tasks']} shared tasks; correctness delta {_num(delta['value'], '+.3f')}"
-                  f"{_ci(delta['ci95'], pct=False)}; gained: {', '.join(diff['gained']) or 'none'}; "
-                  f"lost: {', '.join(diff['lost']) or 'none'}.", ""]
+                  f"{_ci(delta['ci95'], pct=False)}; gained: {_named(diff['gained'], diff) or 'none'}; "
+                  f"lost: {_named(diff['lost'], diff) or 'none'}.", ""]
         for p, entry in (diff.get("fast_p_delta") or {}).items():
             lines.append(f"* fast_{p} delta: {_num(entry['value'], '+.3f')}{_ci(entry['ci95'], pct=False)}")
         lines.append("")
@@ -212,6 +214,13 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     lines += ["## Definitions", ""] + [f"* **{name}**: {text}" for name, text in DEFINITIONS] + [""]
     return "\n".join(lines)
+
+
+def _named(problem_ids: list[str], diff: dict[str, Any]) -> str:
+    """``kernelbench/level1/19 (19_ReLU)``: the name beside the id, unless the id already ends in it."""
+    names = diff.get("names") or {}
+    return ", ".join(f"{pid} ({names[pid]})" if names.get(pid) and not pid.endswith(f"/{names[pid]}") else pid
+                     for pid in problem_ids)
 
 
 def _html(markdown_text: str, plots: list[Path], title: str) -> str:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from tritongym.env.evaluators import Evaluator, as_evaluator
 from tritongym.env.extract import CodeExtractor, resolve_extractor
 from tritongym.env.feedback import FeedbackPolicy
-from tritongym.env.history import Attempt, BestK, HistoryPolicy, parse_history
+from tritongym.env.history import Attempt, BestK, HistoryPolicy, parse_history, progress_of
 from tritongym.env.templates import PromptTemplates
 
 if TYPE_CHECKING:
@@ -92,7 +92,8 @@ class Turn:
         return "void" if self.result is None else str(self.result.status)
 
     def attempt(self) -> Attempt:
-        return Attempt(turn=self.turn, reply=self.reply, feedback=self.message, reward=self.reward, void=self.void)
+        return Attempt(turn=self.turn, reply=self.reply, feedback=self.message, reward=self.reward, void=self.void,
+                       progress=progress_of(self.status))
 
 
 def _load_problems(problems: Problem | Sequence[Problem] | str) -> list[Problem]:
@@ -303,8 +304,12 @@ class KernelEnv:
         return observation, reward, terminated, truncated, info
 
     def best_turn(self) -> Turn | None:
-        """The evaluated turn with the highest reward (the earliest on ties); None if all were void."""
+        """The evaluated turn with the highest reward; None if all were void.
+
+        Reward ties go to the turn that got further (`progress_of`: ok > incorrect > runtime
+        error/timeout > compile error > integrity violation), then to the earliest: with every
+        turn at 0, the best is the wrong kernel that ran, not the first compile error."""
         evaluated = [t for t in self.turns if not t.void]
         if not evaluated:
             return None
-        return max(evaluated, key=lambda t: (t.reward, -t.turn))
+        return max(evaluated, key=lambda t: (t.reward, progress_of(t.status), -t.turn))

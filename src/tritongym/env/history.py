@@ -6,8 +6,9 @@ Policies are objects and compose with `Chain` (applied left to right):
 
 * `FullHistory`: every attempt (Dr.Kernel's ``history_mode: all``).
 * `LastK(k)`: the k most recent attempts.
-* `BestK(k)`: the k attempts with the highest reward, not necessarily consecutive (ties go to
-  the more recent), shown in turn order.
+* `BestK(k)`: the k attempts with the highest reward, not necessarily consecutive (reward ties
+  go to the attempt that got further, see `progress_of`, then to the more recent), shown in turn
+  order.
 * `TokenBudget(max_tokens, count_tokens)` / `CharBudget(max_chars)`: drop the oldest attempts
   until the replayed replies and feedback fit.
 * `StripThinking()`: remove ``<think>…</think>`` blocks from earlier replies (Kevin-style), so
@@ -24,16 +25,36 @@ from dataclasses import dataclass, replace
 
 from tritongym.env.extract import strip_reasoning
 
+#: How far an attempt got, for breaking reward ties (higher is further). With every turn at the
+#: same reward (all 0 early in training), the attempt to keep or call "best" is the one closest to
+#: a correct kernel: it ran and was wrong > it failed while running > it did not build > there was
+#: no code at all > it cheated (an integrity violation is never a better starting point).
+PROGRESS: dict[str, int] = {
+    "ok": 5,
+    "incorrect": 4,
+    "runtime_error": 3, "timeout": 3, "crashed": 3, "unsupported": 3,
+    "compile_error": 2,
+    "void": 1,
+    "integrity_violation": 0,
+}
+
+
+def progress_of(status: str) -> int:
+    """`PROGRESS` of a verdict's status (``void``: no code was extracted); an unknown status ranks
+    with a compile error."""
+    return PROGRESS.get(str(status), PROGRESS["compile_error"])
+
 
 @dataclass(frozen=True)
 class Attempt:
-    """One past turn as the prompt sees it."""
+    """One past turn as the prompt sees it (`progress`: `progress_of` its status)."""
 
     turn: int
     reply: str
     feedback: str
     reward: float
     void: bool = False
+    progress: int = 0
 
 
 class HistoryPolicy:
@@ -87,7 +108,8 @@ class BestK(HistoryPolicy):
         self.k = k
 
     def select(self, attempts: Sequence[Attempt]) -> list[Attempt]:
-        ranked = sorted(range(len(attempts)), key=lambda i: (attempts[i].reward, i), reverse=True)[: self.k]
+        ranked = sorted(range(len(attempts)), key=lambda i: (attempts[i].reward, attempts[i].progress, i),
+                        reverse=True)[: self.k]
         return [attempts[i] for i in sorted(ranked)]
 
     def describe(self) -> str:

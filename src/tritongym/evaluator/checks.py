@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritongym.evaluator.channel import ProtocolError
-from tritongym.evaluator.optrace import canonical_op, covers_reference, heavy_share
+from tritongym.evaluator.common.channel import ProtocolError
+from tritongym.evaluator.oprules import canonical_op, covers_reference, heavy_share
 from tritongym.evaluator.result import Violation, ViolationCode
 
 #: Input-derived elements a forward may read on the host (a few scalars; see `hostread`). The

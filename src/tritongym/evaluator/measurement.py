@@ -17,13 +17,16 @@ import math
 import secrets
 import statistics
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-from tritongym.evaluator import device as gpu
-from tritongym.evaluator import plausibility, profiling
-from tritongym.evaluator.channel import ChannelClosed, ProtocolError
+from tritongym.evaluator import plausibility
+from tritongym.evaluator.common import device as gpu
+from tritongym.evaluator.common.channel import ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.common.profiles import KernelTime
 from tritongym.evaluator.compare import compare_outputs
+from tritongym.evaluator.coverage import coverage_from_kernels, is_candidate_kernel
+from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.reference import ReferenceRunner
 from tritongym.evaluator.result import (
     KernelProfile,
@@ -36,8 +39,26 @@ from tritongym.evaluator.result import (
 )
 from tritongym.evaluator.session import CandidateFailed, WorkerHandle
 
-if TYPE_CHECKING:
-    from tritongym.evaluator.parent import _Evaluation
+#: A number in a reference worker's reply (its fields are checked there: `ReferenceRunner.request`).
+_NUMBER = (int, float)
+
+
+class _Evaluation(Protocol):
+    """What the measurement phases read and write of an evaluation in progress (`parent._Evaluation`
+    has it; a Protocol, so that this module does not import the parent that calls it)."""
+
+    options: EvalOptions
+    device: str
+    notices: list[Notice]
+    bytes_moved: int
+    timing: TimingReport | None
+    coverage: float | None
+    kernel_profile: list[KernelProfile]
+    seed_source: Callable[[], int]
+
+    def add_violation(self, violation: Violation) -> None: ...
+
+    def expect(self, message: Message, kind: str, phase: str) -> dict[str, Any]: ...
 
 #: Replies the candidate worker sends in these phases, bounded before they are believed.
 _MAX_PROFILE_ENTRIES = 10_000
@@ -112,7 +133,8 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
     charged = 0
     try:
         ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms, "variants": variants},
-                                      "time_ready")
+                                      "time_ready", optional={"variants": (dict, type(None)), "method": str,
+                                                              "device_name": str, "dense_matmul_flops": _NUMBER})
         failed = {name: why for name, why in (ref_ready.get("variants") or {}).items() if why}
         for name, why in failed.items():
             _add_notice(evaluation, NoticeCode.BASELINE_UNAVAILABLE,
@@ -122,7 +144,7 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
         variants = [v for v in variants if v not in failed]
         if options.baseline == "compile" and not variants:
             eager_timed = True
-        evaluation._expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
+        evaluation.expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
         reps = options.timing_reps
         block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
                        for b in range(options.timing_blocks)]
@@ -135,7 +157,7 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                 for _ in range(size):
                     sent = time.perf_counter()
                     done = reference.request("rep", {"seed": evaluation.seed_source(), "variant": variant},
-                                             "rep_done")
+                                             "rep_done", required={"ms": _NUMBER, "host_ms": _NUMBER})
                     reference.request("drop", {}, "dropped")
                     elapsed = (time.perf_counter() - sent) * 1e3
                     if variant == "eager" or not eager_timed:
@@ -148,7 +170,7 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
             for _ in range(size):
                 seed = evaluation.seed_source()
                 sent = time.perf_counter()
-                done = evaluation._expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
+                done = evaluation.expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
                 ms, host_ms = done.get("ms"), done.get("host_ms")
                 if not all(_number(v) and v > 0 for v in (ms, host_ms)):
                     evaluation.add_violation(Violation(
@@ -159,8 +181,9 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                 samples["cand_host"].append(float(host_ms))
                 charged += done.get("charged") is True
                 if rep_index in rechecked:
-                    kept = evaluation._expect(candidate.request("keep", {}), "output", phase)
-                    expected = reference.request("expected_for", {"seed": seed}, "expected")
+                    kept = evaluation.expect(candidate.request("keep", {}), "output", phase)
+                    expected = reference.request("expected_for", {"seed": seed}, "expected",
+                                                 required={"expected": object})
                     comparison = compare_outputs(expected["expected"], kept.get("outputs"),
                                                  evaluation.options.tolerance_for)
                     if not comparison.passed:
@@ -169,11 +192,11 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                             f"the output of timed call {rep_index} did not match the reference "
                             f"({comparison.message}); outputs must be computed on every call"))
                 else:
-                    evaluation._expect(candidate.request("drop", {}), "dropped", phase)
+                    evaluation.expect(candidate.request("drop", {}), "dropped", phase)
                     # Only dropped repetitions: a kept one also carries its output back.
                     samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
                 # The evidence is collected after the parent's clock stopped (equal cost on both sides).
-                observed = evaluation._expect(candidate.request("observe", {}), "observed", phase)
+                observed = evaluation.expect(candidate.request("observe", {}), "observed", phase)
                 check_rep_evidence(evaluation, observed, rep_index)
                 rep_index += 1
     except TimeoutError as exc:
@@ -207,7 +230,8 @@ def _judge_timing(evaluation: _Evaluation, reference: ReferenceRunner, ref_ready
                     "streams); those calls were timed to the point the device went idle")
     floor_ms = bandwidth = flop_floor = None
     if meaningful:
-        measured = reference.request("bandwidth", {}, "bandwidth")
+        measured = reference.request("bandwidth", {}, "bandwidth",
+                                     optional={"bytes_per_s": _NUMBER, "flops_per_s": _NUMBER})
         bandwidth = float(measured.get("bytes_per_s", 0.0))
         floor_ms = plausibility.physics_floor_ms(evaluation.bytes_moved, bandwidth)
         if candidate_median < floor_ms:
@@ -260,7 +284,7 @@ def speedup_vs_compile(timing: TimingReport | None, max_speedup: float) -> float
     return min(timing.compile_reference_median_ms / timing.candidate_median_ms, max_speedup)
 
 
-def parse_profile_reply(reply: Any) -> tuple[list[profiling.KernelTime], list[str], dict[str, int] | None]:
+def parse_profile_reply(reply: Any) -> tuple[list[KernelTime], list[str], dict[str, int] | None]:
     """The kernels, the candidate's exact kernel names and launch counts of a ``profiled`` reply.
 
     Raises ValueError for anything an honest worker never sends (wrong types, negative or
@@ -277,7 +301,7 @@ def parse_profile_reply(reply: Any) -> tuple[list[profiling.KernelTime], list[st
                 and _number(entry[1]) and entry[1] >= 0 and isinstance(entry[2], int)
                 and not isinstance(entry[2], bool) and entry[2] >= 0):
             raise ValueError(f"malformed profile entry {str(entry)[:200]}: expected [name, device_us >= 0, count]")
-        kernels.append(profiling.KernelTime(entry[0], float(entry[1]), entry[2]))
+        kernels.append(KernelTime(entry[0], float(entry[1]), entry[2]))
 
     def names(key: str) -> list[str]:
         value = reply.get(key, [])
@@ -298,14 +322,14 @@ def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
     """Coverage: the share of GPU time spent in the candidate's own Triton kernels."""
     try:
         with gpu_lock(evaluation):
-            reply = evaluation._expect(candidate.request("profile", {"calls": evaluation.options.profile_calls}),
+            reply = evaluation.expect(candidate.request("profile", {"calls": evaluation.options.profile_calls}),
                                        "profiled", "profiling")
         kernels, mine, counts = parse_profile_reply(reply)
         # The identities and the harness are checked after the profiled calls as after timed ones
         # (the worker sends its observation in the reply when it has one).
         if any(key in reply for key in ("tampered", "refused", "threads_after")):
             check_rep_evidence(evaluation, reply, None)
-        coverage = profiling.coverage_from_kernels(kernels, mine, counts)
+        coverage = coverage_from_kernels(kernels, mine, counts)
     except TimeoutError as exc:
         raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {evaluation.options.timeout:g} s "
                                               "budget during profiling") from exc
@@ -316,7 +340,7 @@ def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
     evaluation.coverage = coverage
     evaluation.kernel_profile = [
         KernelProfile(kernel=k.name, device_us=k.device_us, count=k.count,
-                      candidate=profiling.is_candidate_kernel(k.name, mine, counts, k.count))
+                      candidate=is_candidate_kernel(k.name, mine, counts, k.count))
         for k in kernels[:20]
     ]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from tritongym.errors import OptionsError
+from tritongym.evaluator.jail.sandbox import SANDBOX_MODES
 from tritongym.evaluator.reward import RewardConfig
-from tritongym.evaluator.sandbox import SANDBOX_MODES
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class EvalOptions:
     disk_limit_mb: int = 256
 
     def __post_init__(self) -> None:
-        from tritongym.evaluator.device import parse_device
+        from tritongym.evaluator.common.device import parse_device
 
         parse_device(self.device)  # auto, cpu, cuda or cuda:N; OptionsError otherwise
         if self.baseline not in BASELINES:
@@ -180,7 +180,7 @@ class EvalOptions:
             raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:
             raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
-        from tritongym.evaluator.families import PERTURBATION_FAMILIES
+        from tritongym.evaluator.common.families import PERTURBATION_FAMILIES
 
         unknown = [f for f in self.input_families if f not in PERTURBATION_FAMILIES]
         if unknown:

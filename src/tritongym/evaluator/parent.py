@@ -33,12 +33,13 @@ from typing import Any, Protocol
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError, SolutionError, TritongymError
-from tritongym.evaluator import checks, cleanroom, launchlog, measurement, trivial
-from tritongym.evaluator.cgroups import Cgroup, create_cgroup
-from tritongym.evaluator.channel import Channel, ChannelClosed, Message, ProtocolError
-from tritongym.evaluator.cleanroom_kernels import interpreter_gaps
+from tritongym.evaluator import checks, measurement, replays, trivial
+from tritongym.evaluator.common.channel import MAX_EXTERNAL_BYTES, Channel, ChannelClosed, Message, ProtocolError
+from tritongym.evaluator.common.families import FAMILY_TASK
 from tritongym.evaluator.compare import compare_outputs
-from tritongym.evaluator.families import FAMILY_TASK
+from tritongym.evaluator.interpreter_gaps import interpreter_gaps
+from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
+from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
 from tritongym.evaluator.result import (
@@ -54,22 +55,21 @@ from tritongym.evaluator.result import (
     ViolationCode,
 )
 from tritongym.evaluator.reward import compute_reward
-from tritongym.evaluator.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
 from tritongym.evaluator.session import Budget, CandidateFailed, WorkerHandle
 from tritongym.evaluator.static import StaticReport, inspect_source
 from tritongym.tasks.flags import audit_flags
 from tritongym.tasks.problem import Problem, normalized_source_hash
 
 
-def _read_solution(solution: str | os.PathLike[str], text_only: bool = False) -> str:
-    """A solution is a path (`Path`, or a one-line string naming an existing file) or source text.
+def _read_solution(solution: str | os.PathLike[str]) -> str:
+    """A solution is source text (a `str`, always) or the path of a file (`os.PathLike`).
 
-    With `text_only`, a string is always source text: text from an untrusted producer (a model's
-    reply) that happens to be one line ending in ``.py`` must never make the evaluator read a file
-    of this machine. Paths must then be `os.PathLike`.
+    One rule for `evaluate`, `evaluate_many`, the pool and the service: text from an untrusted
+    producer (a model's reply) that happens to be one line ending in ``.py`` must never make the
+    evaluator read a file of this machine. Such a text gets a verdict that says how to pass a file
+    (`_looks_like_a_file_name`).
     """
-    if isinstance(solution, os.PathLike) or (not text_only and isinstance(solution, str) and "\n" not in solution
-                                             and solution.endswith(".py")):
+    if isinstance(solution, os.PathLike):
         path = Path(solution)
         try:
             return path.read_text(encoding="utf-8")
@@ -78,8 +78,15 @@ def _read_solution(solution: str | os.PathLike[str], text_only: bool = False) ->
         except UnicodeDecodeError as exc:
             raise SolutionError(f"solution file {path} is not UTF-8 text") from exc
     if not isinstance(solution, str):
-        raise SolutionError(f"solution must be source text or a path, got {type(solution).__name__}")
+        raise SolutionError(f"solution must be source text (str) or a path (os.PathLike), got "
+                            f"{type(solution).__name__}")
     return solution
+
+
+def _looks_like_a_file_name(source: str) -> bool:
+    """One short line ending in ``.py``: a file name passed as a `str` (the old form), not source."""
+    text = source.strip()
+    return bool(text) and "\n" not in text and len(text) < 4096 and text.endswith(".py")
 
 
 def _as_problem(problem: Problem | str | os.PathLike[str]) -> Problem:
@@ -92,7 +99,7 @@ def _as_problem(problem: Problem | str | os.PathLike[str]) -> Problem:
 
 def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda``/``cuda:N`` must exist."""
-    from tritongym.evaluator.device import parse_device
+    from tritongym.evaluator.common.device import parse_device
 
     kind, index = parse_device(device)
     if kind == "auto":
@@ -136,7 +143,7 @@ class _Evaluation:
     #: wall-clock seconds per phase (`EvalResult.phase_seconds`)
     phases: dict[str, float] = field(default_factory=dict)
     #: the answered trials with their launch logs, until the clean room has replayed
-    records: list[cleanroom.TrialRecord] = field(default_factory=list)
+    records: list[replays.TrialRecord] = field(default_factory=list)
     #: the model's state as the candidate built it (storages as bytes), for the clean room
     state: list[Any] = field(default_factory=list)
 
@@ -190,7 +197,7 @@ class _Evaluation:
         if notice not in self.notices:
             self.notices.append(notice)
 
-    def _expect(self, message: Message, kind: str, phase: str) -> dict[str, Any]:
+    def expect(self, message: Message, kind: str, phase: str) -> dict[str, Any]:
         if message.kind == "error":
             raise self._fail_from_reply(message, phase)
         if message.kind != kind or not isinstance(message.payload, dict):
@@ -203,14 +210,14 @@ class _Evaluation:
         phase = "import"
         clock = time.monotonic()
         try:
-            ready = self._expect(candidate.receive(), "ready", phase)
+            ready = self.expect(candidate.receive(), "ready", phase)
             self.note_kernels(ready)
             self.phases["import"], clock = time.monotonic() - clock, time.monotonic()
             phase = "build"
             # The built reply carries the model's state (bounded by the candidate's memory cap).
             candidate.channel.max_message_bytes = max(candidate.channel.max_message_bytes,
                                                       int(self.options.memory_limit_gb * (1 << 30)))
-            built = self._expect(candidate.request("build", {"init_inputs": init_inputs,
+            built = self.expect(candidate.request("build", {"init_inputs": init_inputs,
                                                              "weight_seed": weight_seed}), "built", phase)
             self.note_tampering(built.get("tampered", []), "while building the model")
             state = built.get("state", [])
@@ -255,7 +262,7 @@ class _Evaluation:
         (which are cheap early exits, never a reason for reward). See `cleanroom`.
         """
         for record in self.records:
-            error = cleanroom.log_error(record.log)
+            error = replays.log_error(record.log)
             if error is not None:
                 self.add_violation(Violation(
                     ViolationCode.UNREPLAYABLE,
@@ -267,7 +274,7 @@ class _Evaluation:
         logs = [record.log for record in self.records]
         peers = [[r.configs for r in self.records].count(record.configs) for record in self.records]
         for position, record in enumerate(self.records):
-            carried = cleanroom.host_origin(logs, position, same_configs=[
+            carried = replays.host_origin(logs, position, same_configs=[
                 i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
                 else None)
             if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
@@ -280,7 +287,7 @@ class _Evaluation:
                     f"on the host from this trial's inputs (budget {checks.HOST_READ_BUDGET}): "
                     f"{'; '.join(carried.examples)}. Compute on the device, in the solution's kernels"))
                 return
-        chosen = sorted(set(cleanroom.choose_replays(self.records))
+        chosen = sorted(set(replays.choose_replays(self.records))
                         | {i for i, record in enumerate(self.records) if record.poison})
         room = start_room()
         phase = "start"
@@ -317,7 +324,7 @@ class _Evaluation:
             room.process.release()
             room.channel.close()
 
-    def _dead_content(self, room: WorkerHandle, record: cleanroom.TrialRecord, replayed: dict[str, Any]) -> bool:
+    def _dead_content(self, room: WorkerHandle, record: replays.TrialRecord, replayed: dict[str, Any]) -> bool:
         """Buffers kept from an earlier call (a cached workspace) differ between trials like host
         data would; they are host data only if their bytes reach the outputs. Replayed with those
         bytes poisoned, the outputs must not change."""
@@ -341,7 +348,7 @@ class _Evaluation:
             raise ProtocolError(f"expected a {kind!r} reply from the clean room, got {message.kind!r}")
         return message.payload
 
-    def _room_error(self, record: cleanroom.TrialRecord, payload: Any) -> None:
+    def _room_error(self, record: replays.TrialRecord, payload: Any) -> None:
         payload = payload if isinstance(payload, dict) else {}
         kind, text = payload.get("kind"), str(payload.get("message"))[:1500]
         if kind == "unsupported":  # measured by the clean room's own interpreter: believed
@@ -357,7 +364,7 @@ class _Evaluation:
                                      f"in the clean room ({text}); the outputs must come from the logged kernel "
                                      "launches and PyTorch ops alone"))
 
-    def _judge_replay(self, record: cleanroom.TrialRecord, payload: dict[str, Any]) -> bool:
+    def _judge_replay(self, record: replays.TrialRecord, payload: dict[str, Any]) -> bool:
         """The clean room's outputs against the reference, and the PyTorch work it executed."""
         comparison = compare_outputs(record.expected, payload.get("outputs"), self.options.tolerance_for)
         if not comparison.passed:
@@ -373,7 +380,7 @@ class _Evaluation:
         if not (isinstance(work, list) and len(work) == 2 and all(type(v) is int and v >= 0 for v in work)
                 and isinstance(ops, list) and all(isinstance(o, str) for o in ops)):
             raise ProtocolError("malformed replay report")
-        from tritongym.evaluator.optrace import covers_reference, heavy_share
+        from tritongym.evaluator.oprules import covers_reference, heavy_share
 
         why = heavy_share((work[0], work[1]), record.compute_work)
         if why is None and covers_reference(ops, self.reference_ops):
@@ -401,14 +408,14 @@ class _Evaluation:
             return
         nonce = secrets.token_hex(8)
         candidate.allow_reply_bytes(trivial.tensors(trial.expected))
-        candidate.channel.max_message_bytes += launchlog.MAX_EXTERNAL_BYTES
-        reply = self._expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs, "trial": index}),
+        candidate.channel.max_message_bytes += MAX_EXTERNAL_BYTES
+        reply = self.expect(candidate.request("call", {"nonce": nonce, "inputs": trial.inputs, "trial": index}),
                              "called", f"{phase} (forward)")
         if reply.get("nonce") != nonce:
             raise ProtocolError("the reply answers another request (nonce mismatch)")
         self.record_call(index, trial, reply)
         ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
-        self.records.append(cleanroom.TrialRecord(
+        self.records.append(replays.TrialRecord(
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
             compute_work=tuple(trial.compute_work), log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran]))
@@ -631,7 +638,7 @@ def _start_clean_room(job: Path, private: Path, *, device: str, mode: str, limit
     if isinstance(launcher, SpawnLauncher):
         cgroup = create_cgroup(f"tritongym-room-{secrets.token_hex(8)}", options.max_processes, limits.memory_bytes
                                or (8 << 30))
-    return _spawn("tritongym.evaluator.cleanroom_worker", job / "candidate.py", device=device, mode=mode,
+    return _spawn("tritongym.evaluator.cleanroom.worker", job / "candidate.py", device=device, mode=mode,
                   job_dir=job, log=private / "cleanroom.log", limits=limits, interpret=device == "cpu",
                   budget=Budget(options.timeout), cgroup=cgroup, source_text=source, launcher=launcher)
 
@@ -654,6 +661,12 @@ def _static_verdict(evaluation: _Evaluation, report: StaticReport, started: floa
     """The verdict when the source alone decides it (syntax, no ModelNew, forbidden, no kernel)."""
     for finding in report.findings:
         evaluation.notices.append(Notice(NoticeCode.STATIC_FINDING, finding))
+    if not report.defines_model_new and _looks_like_a_file_name(evaluation.solution_source):
+        text = evaluation.solution_source.strip()
+        return evaluation.finish(CandidateFailed(
+            Status.COMPILE_ERROR, f"the solution is the one-line text {text[:200]!r}, not Python source: a str "
+            f"solution is always source text; to evaluate a file, pass pathlib.Path({text[:200]!r}) (or its "
+            "contents)"), None, started)
     if report.syntax_error:
         return evaluation.finish(CandidateFailed(Status.COMPILE_ERROR, report.syntax_error), None, started)
     if not report.defines_model_new:
@@ -729,8 +742,9 @@ def evaluate(
 
     Args:
         problem: a `Problem`, or the path of a problem ``.py`` file.
-        solution: the candidate's source text, or a path to it (a `Path`, or a one-line string
-            ending in ``.py``).
+        solution: the candidate's source text (a `str`, always), or the path of a file
+            (`os.PathLike`, e.g. ``pathlib.Path("solution.py")``). A one-line ``"x.py"`` string is
+            text and gets a ``compile_error`` that says to pass a `Path`.
         options: an `EvalOptions`; keyword `overrides` replace its fields (``timeout=60``).
 
     Returns:
@@ -756,19 +770,16 @@ def run_evaluation(
     launcher: CandidateLauncher | None = None,
     references: ReferenceSource | None = None,
     phase_seconds: dict[str, float] | None = None,
-    solution_text_only: bool = False,
 ) -> EvalResult:
     """`evaluate` with the worker strategy chosen by the caller (the execution layer's pool).
 
     `launcher` starts the candidate worker (default: a fresh process), `references` provides the
     reference runner (default: a fresh worker, closed at the end); `phase_seconds` holds phases
     measured before this call (the pool's queue wait). The verdict logic is the same either way.
-    With `solution_text_only`, a string `solution` is source text even when it looks like a path
-    (the execution layer's rule: paths are `os.PathLike`).
     """
     started = time.monotonic()
     problem = _as_problem(problem)
-    source = _read_solution(solution, text_only=solution_text_only)
+    source = _read_solution(solution)
     device = resolve_device(options.device)
     references = references or FreshReferences()
     evaluation = _Evaluation(problem=problem, solution_source=source, options=options, device=device,
@@ -804,7 +815,7 @@ def run_evaluation(
                                           cpu_seconds=int(options.timeout * 4 + 60))
         launcher = launcher or SpawnLauncher()
         cgroup = launcher.candidate_cgroup(evaluation, options.max_processes, memory_bytes)
-        candidate = _spawn("tritongym.evaluator.candidate_worker", job / "candidate.py", device=device,
+        candidate = _spawn("tritongym.evaluator.worker.candidate", job / "candidate.py", device=device,
                            mode=mode, job_dir=job, log=private / "candidate.log", limits=candidate_limits,
                            interpret=interpret, budget=Budget(options.timeout),
                            problem_path=job / "problem.py", cgroup=cgroup,

@@ -46,8 +46,6 @@ import statistics
 ABSOLUTE_FLOOR_MS = 1e-3
 #: The smallest jitter margin of the wall-clock cross-check.
 MIN_MARGIN_MS = 0.02
-#: torch's aten ops whose FLOPs no algorithm a candidate would use avoids on dense operands.
-DENSE_MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm"})
 
 
 def physics_floor_ms(bytes_moved: int, bandwidth_bytes_per_s: float, slack: float = 2.0) -> float:

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator.channel import DEFAULT_MAX_MESSAGE_BYTES, Channel, ChannelClosed, Message
+from tritongym.evaluator.common.channel import DEFAULT_MAX_MESSAGE_BYTES, Channel, ChannelClosed, Message
+from tritongym.evaluator.jail.sandbox import WorkerProcess
 from tritongym.evaluator.result import Status
-from tritongym.evaluator.sandbox import WorkerProcess
 
 
 class CandidateFailed(Exception):

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tritongym import pyparse
+from tritongym.evaluator.common.families import FAMILY_TASK
 from tritongym.evaluator.compare import Comparison
-from tritongym.evaluator.families import FAMILY_TASK
 from tritongym.evaluator.result import Violation, ViolationCode
 
 if TYPE_CHECKING:

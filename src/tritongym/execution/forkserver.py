@@ -47,9 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from tritongym.errors import EvaluatorError
-from tritongym.evaluator.cgroups import Cgroup, create_cgroup
-from tritongym.evaluator.result import Notice, NoticeCode
-from tritongym.evaluator.sandbox import (
+from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
+from tritongym.evaluator.jail.sandbox import (
     JAIL_JOB_DIR,
     PASSTHROUGH_ENV,
     ResourceLimits,
@@ -60,6 +59,7 @@ from tritongym.evaluator.sandbox import (
     python_paths,
     spawn_worker,
 )
+from tritongym.evaluator.result import Notice, NoticeCode
 
 #: Seconds to wait for a fork server's ``ready`` (it imports torch and triton).
 START_TIMEOUT = 180.0
@@ -71,9 +71,9 @@ SERVER_PROCESSES = 8
 REBIND_ROOT = "/.tritongym-python"
 #: The worker module of each role a server can fork (`forkserver_main.WORKERS` on the jailed side).
 ROLES = {
-    "candidate": "tritongym.evaluator.candidate_worker",
-    "reference": "tritongym.evaluator.reference_worker",
-    "cleanroom": "tritongym.evaluator.cleanroom_worker",
+    "candidate": "tritongym.evaluator.worker.candidate",
+    "reference": "tritongym.evaluator.worker.reference",
+    "cleanroom": "tritongym.evaluator.cleanroom.worker",
 }
 
 

@@ -27,7 +27,7 @@ client code, and its namespaces, folders and processes die with it.
 
 With ``--trusted`` the server runs unjailed and forks reference workers only (problem code from
 this machine: a file, a built-in, a dataset the operator loaded): each child gets its own process
-group, environment, log and folder, and runs ``reference_worker.main``; a pool keeps one such
+group, environment, log and folder, and runs ``worker.reference.main``; a pool keeps one such
 server so that a new problem's reference costs a fork, not an interpreter start.
 
 Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, role,
@@ -54,7 +54,10 @@ from types import ModuleType
 import torch
 import triton  # noqa: F401
 
-from tritongym.evaluator import candidate_worker, cleanroom_worker, reference_worker, seccomp
+from tritongym.evaluator.cleanroom import worker as cleanroom_worker
+from tritongym.evaluator.jail import seccomp
+from tritongym.evaluator.worker import candidate as candidate_worker
+from tritongym.evaluator.worker import reference as reference_worker
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -28,11 +28,11 @@ from dataclasses import replace
 from typing import Any
 
 from tritongym.errors import EvaluatorError, TritongymError
+from tritongym.evaluator.jail.sandbox import resolve_mode
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import SpawnLauncher, run_evaluation
 from tritongym.evaluator.reference import ReferenceWorkerLost
 from tritongym.evaluator.result import EvalResult
-from tritongym.evaluator.sandbox import resolve_mode
 from tritongym.execution.references import FreshJailedReferences, WarmReferences
 from tritongym.execution.requests import EvalRequest, PoolStats
 
@@ -197,8 +197,7 @@ class _Slot:
             try:
                 launcher.should_cancel = lambda: job.cancel_requested
                 result = run_evaluation(request.problem, request.solution, options, launcher=launcher,
-                                        references=references, phase_seconds={"queue": round(queued, 4)},
-                                        solution_text_only=True)
+                                        references=references, phase_seconds={"queue": round(queued, 4)})
             except ReferenceWorkerLost as exc:
                 # The reference worker died instead of answering (killed, out of memory, its fork
                 # server gone): the machine's fault until it happens twice. A new one is started

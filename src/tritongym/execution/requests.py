@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tritongym.evaluator import EvalOptions, EvalResult
+    from tritongym.evaluator.options import EvalOptions
+    from tritongym.evaluator.result import EvalResult
     from tritongym.tasks import Problem
 
 

@@ -49,7 +49,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "trajectory writes a kernel, reads the evaluator's verdict as feedback (masked out of the "
                     "loss) and revises, for --turns turns; rewards come from the sandboxed evaluator. Writes "
                     "OUT/trajectories.jsonl (the agent runner's schema), OUT/metrics.jsonl (every step's log), "
-                    "OUT/summary.json and OUT/model/. Needs pip install -e '.[trl]'. verl runs through "
+                    "OUT/summary.json and OUT/model/. Needs pip install -e '.[trl]' torch==2.13.0 from the clone "
+                    "(torch installed first; docs/training.md). verl runs through "
                     "verl's own launcher with the tritongym plug-in (docs/training.md).")
     p.add_argument("--trainer", choices=("trl",), required=True, help="the trainer integration")
     p.add_argument("--model", required=True, metavar="PATH_OR_NAME",

@@ -224,6 +224,7 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
         else:
             problem = svc.problem_by_hash(str(ref.hash))
         options = item.options.fields() if item.options is not None else {}
+        problem = svc.problem_at_size(problem, ref.size, options)
         if item.idempotency_key is not None and item.idempotency_key.startswith(KERNELGYM_KEY_PREFIX):
             raise ServiceError(422, f"idempotency keys starting with {KERNELGYM_KEY_PREFIX!r} are reserved for "
                                     "KernelGYM's task ids; choose another key")
@@ -401,9 +402,10 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
             if not request.force_refresh or not existing.final:
                 return existing  # KernelGYM: a known task_id answers with its stored result
             svc.replace_final(existing)
-        problem = svc.problem_from_source(request.reference_code)
+        options = kg.options_from(request)
+        problem = svc.problem_at_size(svc.problem_from_source(request.reference_code), request.size, options)
         spec = JobSpec(problem_hash=problem.content_hash, solution=svc.check_solution(request.kernel_code),
-                       options=kg.options_from(request), idempotency_key=key, extra={"task_id": request.task_id})
+                       options=options, idempotency_key=key, extra={"task_id": request.task_id})
         return svc.submit([spec], client=client, api="kernelgym")[0][0]
 
     @app.post("/evaluate", response_model=kg.KernelGymResponse, responses=_ERRORS, dependencies=auth,

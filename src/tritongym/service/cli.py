@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tritongym.service.config import ServiceConfig, check_bind, token_from_env
 
     try:
-        from tritongym.evaluator.device import parse_device
+        from tritongym.evaluator.common.device import parse_device
 
         token = token_from_env(args.token_env)
 
@@ -108,18 +108,51 @@ def _client(args: argparse.Namespace) -> Any:
     return Client(args.server)
 
 
+def remote_size(args: argparse.Namespace) -> str:
+    """The ``size`` a remote evaluation asks for: ``--size`` as given; without it, ``cpu`` for
+    ``--device cpu``, ``original`` for a GPU, and for ``--device auto`` the server decides
+    (``auto``: CPU size when it evaluates on a CPU), as the local commands do on their machine."""
+    if getattr(args, "size", None):
+        return str(args.size)
+    device = str(getattr(args, "device", "auto"))
+    if device == "auto":
+        return "auto"
+    return "original" if device.startswith("cuda") else "cpu"
+
+
+def _problem_at(problem: Any, size: str) -> dict[str, Any]:
+    from tritongym.service.client import problem_ref
+
+    return {**problem_ref(problem), "size": size}
+
+
 def cmd_eval_remote(args: argparse.Namespace) -> int:
     """``tritongym eval --server URL``: the same evaluation, on the service."""
-    from tritongym.cli import _options_from
+    from tritongym.cli.options import options_from
+    from tritongym.errors import ProblemError
     from tritongym.service.client import JobFailed, ServiceHTTPError
+    from tritongym.tasks import find_problem
 
-    for label, path in (("problem", args.problem), ("solution", args.solution)):
-        if not Path(path).is_file():
-            print(f"tritongym eval: {label} file not found: {path}", file=sys.stderr)
+    if not Path(args.solution).is_file():
+        print(f"tritongym eval: solution file not found: {args.solution}", file=sys.stderr)
+        return EXIT_USAGE
+    # As the local eval: a file, or an id/name in --problems (or in the dataset given as --problem with --id).
+    if getattr(args, "id", None):
+        problem = find_problem(args.id, args.problem)
+    else:
+        problem = find_problem(args.problem, getattr(args, "problems", "builtin"))
+    size = remote_size(args)
+    if size == "cpu":  # sized here, where the problem's own code may run (the server sizes only known problems)
+        from tritongym.tasks.sizing import cpu_variant
+
+        try:
+            problem = cpu_variant(problem)
+        except ProblemError as exc:
+            print(f"tritongym eval: not evaluated: {exc}", file=sys.stderr)
             return EXIT_USAGE
     with _client(args) as client:
         try:
-            result = client.evaluate(Path(args.problem), Path(args.solution), _options_from(args))
+            result = client.evaluate(_problem_at(problem, size), Path(args.solution), options_from(args))
         except ServiceHTTPError as exc:
             print(f"tritongym eval: the server refused the request: {exc}", file=sys.stderr)
             return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
@@ -132,63 +165,92 @@ def cmd_eval_remote(args: argparse.Namespace) -> int:
 
 def cmd_run_remote(args: argparse.Namespace) -> int:
     """``tritongym run --server URL``: every (problem, solution) pair on the service; results
-    print as they finish, in ``run``'s format."""
-    from tritongym.cli import _options_from
+    print as they finish, in ``run``'s format (the same pairing, ``--only``, ``--size``, ``--out``)."""
+    from dataclasses import replace
+
+    from tritongym.bench.solutions import pair_solutions
+    from tritongym.cli.options import first_line, options_from
     from tritongym.evaluator.result import printable
     from tritongym.service.client import JobFailed, ServiceHTTPError
-    from tritongym.tasks import load_problems
+    from tritongym.tasks import load_problems, select_problems
 
-    problems = load_problems(args.problems, levels=args.level)
+    problems = select_problems(load_problems(args.problems, levels=args.level), args.only, args.problems)
     solutions = Path(args.solutions)
     if not solutions.is_dir():
         print(f"tritongym run: solutions folder not found: {solutions}", file=sys.stderr)
         return EXIT_USAGE
-    paired = []
-    for problem in problems:
-        candidates = [solutions / f"{problem.name}.py"]
-        if problem.level is not None:
-            candidates.insert(0, solutions / f"level{problem.level}" / f"{problem.name}.py")
-        paired.append((problem, next((c for c in candidates if c.is_file()), None)))
-    jobs = [(p, s) for p, s in paired if s is not None]
-    missing = [p.problem_id for p, s in paired if s is None]
+    jobs, missing = pair_solutions(problems, solutions)
     if not jobs:
         print(f"tritongym run: no solution in {solutions} matches any problem", file=sys.stderr)
         return EXIT_USAGE
-    options = _options_from(args)
+    size = remote_size(args)
+    refused: list[tuple[str, str]] = []
+    if size == "cpu":  # sized here, where the problems' own code may run (the server sizes only known problems)
+        from tritongym.tasks.sizing import at_size
+
+        sized = at_size(list({job.problem.problem_id: job.problem for job in jobs}.values()), "cpu")
+        refused = [(p.problem_id, reason) for p, reason in sized.refused]
+        by_id = {p.problem_id: p for p in sized.problems}
+        jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in jobs if job.problem.problem_id in by_id]
+    options = options_from(args)
     started = time.monotonic()
     counts: dict[str, int] = {}
     rewards: list[float] = []
+    out = open(args.out, "w", encoding="utf-8") if getattr(args, "out", None) else None  # noqa: SIM115 - closed below
+
+    def record(line: dict[str, Any]) -> None:
+        if out is not None:
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+        if args.json:
+            print(json.dumps(line), flush=True)
+
+    for problem_id, reason in refused:
+        counts["refused"] = counts.get("refused", 0) + 1
+        record({"problem": problem_id, "refused": reason, "problem_size": size})
     if not args.json:
-        print(f"{'problem':40s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
-    with _client(args) as client:
-        try:
-            stream = client.evaluate_many([(p, s, options) for p, s in jobs], return_exceptions=True)
+        print(f"{'problem':60s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
+        for problem_id, reason in refused:
+            print(f"{problem_id:60s} {'(refused)':20s}\n    {reason}")
+    try:
+        with _client(args) as client:
+            stream = client.evaluate_many([(_problem_at(job.problem, size), job.solution, options) for job in jobs],
+                                          return_exceptions=True) if jobs else iter(())
             for index, outcome in stream:
-                problem, solution = jobs[index]
+                job = jobs[index]
+                head = {"problem": job.problem.problem_id, "name": job.problem.name, "sample": job.sample,
+                        "solution": str(job.solution)}
                 if isinstance(outcome, JobFailed):
                     counts["error"] = counts.get("error", 0) + 1
                     reason = printable(str(outcome))[:300]
-                    print(json.dumps({"problem": problem.problem_id, "solution": str(solution), "error": reason})
-                          if args.json else f"{problem.problem_id:40s} {'(evaluator error)':20s}\n    {reason}",
-                          flush=True)
+                    record({**head, "error": reason})
+                    if not args.json:
+                        print(f"{job.shown[:60]:60s} {'(evaluator error)':20s}\n    {reason}", flush=True)
                     continue
                 counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
                 rewards.append(outcome.reward)
-                if args.json:
-                    print(json.dumps({"problem": problem.problem_id, "solution": str(solution),
-                                      **outcome.to_dict()}), flush=True)
-                else:
+                record({**head, **outcome.to_dict()})
+                if not args.json:
                     passed = sum(t.passed for t in outcome.trials)
-                    print(f"{problem.problem_id:40s} {str(outcome.status):20s} {outcome.reward:7.3f} "
+                    print(f"{job.shown[:60]:60s} {str(outcome.status):20s} {outcome.reward:7.3f} "
                           f"{passed:>3d}/{len(outcome.trials):<3d} {outcome.duration_s:8.1f}", flush=True)
-        except ServiceHTTPError as exc:
-            print(f"tritongym run: the server refused the request: {exc}", file=sys.stderr)
-            return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
+                    if outcome.error and not outcome.correct:
+                        print("    " + first_line(printable(outcome.error.strip().splitlines()[-1])), flush=True)
+    except ServiceHTTPError as exc:
+        print(f"tritongym run: the server refused the request: {exc}", file=sys.stderr)
+        return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
+    finally:
+        if out is not None:
+            out.close()
     if not args.json:
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
         mean = sum(rewards) / len(rewards) if rewards else 0.0
         print(f"\n{sum(counts.values())} evaluated on {args.server}: {summary}; mean reward {mean:.3f}; "
               f"{time.monotonic() - started:.0f} s")
         if missing:
-            print(f"{len(missing)} problem(s) had no solution file: {', '.join(missing[:10])}")
+            shown = ", ".join(p.name for p in missing[:5])
+            print(f"{len(missing)} of {len(problems)} problem(s) had no solution file (e.g. {shown}); "
+                  "--only NAME narrows the set")
+        if getattr(args, "out", None):
+            print(f"results written to {args.out} (one JSON object per line)")
     return EXIT_OK

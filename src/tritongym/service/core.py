@@ -307,6 +307,41 @@ class EvaluationService:
                                     f"{', '.join(sorted(p for p in self.builtin_problems() if '/' in p))}")
         return self.store_problem(problem, registered=False)
 
+    def problem_at_size(self, problem: Problem, size: str | None, options: dict[str, Any]) -> Problem:
+        """`problem` at the size a request asked for, stored (its hash is what the job records).
+
+        ``original`` or absent: as given (what the service always did). ``cpu``: its CPU-size
+        variant (docs/kernelbench-cpu.md); ``auto``: ``cpu`` when this evaluation runs on a CPU
+        (the request's device, else the server's), ``original`` on a GPU, as the local CLI
+        chooses. Only sizes known without running the problem's code are used (`known_cpu_variant`:
+        KernelBench's and the built-in problems, and variants sent as such), since a client's
+        problem runs nowhere but in the sandbox; ``cpu`` for any other problem is a 422 naming the
+        fix, ``auto`` leaves it as given.
+        """
+        if size in (None, "original"):
+            return problem
+        if size == "auto" and not _on_cpu(str(options.get("device") or self.config.device)):
+            return problem
+        from tritongym.tasks.sizing import known_cpu_variant
+
+        try:
+            variant = known_cpu_variant(problem)
+        except ProblemError as exc:
+            if size == "auto":
+                return problem  # as given, as before: its evaluation says what went wrong
+            raise ServiceError(422, f"size 'cpu': {exc}") from None
+        if variant is None:
+            if size == "auto":
+                return problem
+            raise ServiceError(422, f"size 'cpu': no CPU size is known for problem {problem.problem_id!r} (this "
+                                    "server sizes KernelBench's and the built-in problems; it never runs a client's "
+                                    "problem code outside the sandbox to size it): send its CPU-size variant as the "
+                                    "source (tritongym.tasks.sizing.cpu_variant(problem), or tritongym run --server "
+                                    "--size cpu, which sizes on the client), or 'original'")
+        if variant is problem:
+            return problem
+        return self.store_problem(variant, registered=False)
+
     def problem_by_hash(self, content_hash: str) -> Problem:
         problem = self._cached_problem(content_hash)
         if problem is not None:
@@ -545,6 +580,15 @@ class EvaluationService:
     def in_flight(self) -> int:
         with self._inflight_lock:
             return len(self._inflight)
+
+
+def _on_cpu(device: str) -> bool:
+    """Whether an evaluation on `device` (``auto``: CUDA when this process sees a GPU) runs on a CPU."""
+    if device == "auto":
+        import torch
+
+        return not torch.cuda.is_available()
+    return not device.startswith("cuda")
 
 
 def build_options_checked(options: dict[str, Any], config: ServiceConfig) -> EvalOptions:

@@ -9,7 +9,7 @@ docs/service.md; the full `EvalResult` rides along under the ``tritongym`` key.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +50,11 @@ class KernelGymRequest(BaseModel):
     enable_profiling: bool | None = Field(None, description="False → no profiling pass (coverage null)")
     measure_performance: bool | None = Field(None, description="False → no timing")
     run_performance: bool | None = Field(None, description="Alias of measure_performance")
+    # tritongym's own (KernelGYM has no such field): absent keeps KernelGYM's behaviour, the code as sent.
+    size: Literal["original", "cpu", "auto"] | None = Field(
+        None, description="tritongym only: cpu evaluates reference_code's CPU-size variant (KernelBench's and the "
+                          "built-in problems; docs/kernelbench-cpu.md), auto does on a CPU; absent or original: "
+                          "reference_code as sent")
 
 
 class KernelGymBatch(BaseModel):
@@ -189,7 +194,13 @@ def to_kernelgym(record: JobRecord, task_id: str) -> KernelGymResponse:
         "hardware": (timing or {}).get("device_name") or result.get("device"),
         "device": result.get("device"),
         "backend": "triton",
-        "num_correct_trials": options.get("num_trials", 5),
+        # What ran, so that it agrees with correctness_trials' "(k / n)" as in KernelGYM (where
+        # n is always the requested count): our n adds one trial per perturbed input family (and
+        # autotune rotations), and a compile error runs none. Dr.Kernel's reward never reads this
+        # field (status, correctness, decoy_kernel, speedup, coverage); its feedback shows it to
+        # the model, which should see one story. The request's own number is kept beside it.
+        "num_correct_trials": len(trials),
+        "tritongym_requested_correct_trials": options.get("num_trials", 5),
         "num_perf_trials": options.get("timing_reps", 30),
         "correctness_trials": f"({sum(1 for t in trials if t.get('passed'))} / {len(trials)})",
         "max_difference": [t.get("max_abs_error") for t in trials],

@@ -7,7 +7,7 @@ Counters and histograms are updated as evaluations finish; the pool's and the st
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -15,8 +15,18 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from tritongym.evaluator.result import EvalResult
-    from tritongym.service.core import EvaluationService
-    from tritongym.service.store import JobState
+    from tritongym.service.config import ServiceConfig
+    from tritongym.service.store import JobState, JobStore
+
+
+class EvaluationService(Protocol):
+    """What the metrics read of the service (`service.core.EvaluationService` has it; a Protocol,
+    so that this module does not import the core that owns the metrics)."""
+
+    pool: Any
+    ready: bool
+    store: JobStore
+    config: ServiceConfig
 
 #: Phase latencies span a millisecond (a static-gate refusal) to minutes (a big CPU-interpreted
 #: kernel), so the buckets are logarithmic.

@@ -19,6 +19,10 @@ class ProblemRef(BaseModel):
     problem_id: str | None = Field(None, max_length=300, description="An id for a problem given as source")
     builtin: str | None = Field(None, max_length=200, description="A built-in problem id, e.g. builtin/07_softmax")
     hash: str | None = Field(None, max_length=128, description="Content hash of a registered problem")
+    size: Literal["original", "cpu", "auto"] | None = Field(
+        None, description="original (or absent): the problem as given; cpu: its CPU-size variant (sizes scaled down, "
+                          "known for KernelBench's and the built-in problems, docs/kernelbench-cpu.md; results say "
+                          "problem_size: cpu); auto: cpu when the evaluation runs on a CPU, else original")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ProblemRef:

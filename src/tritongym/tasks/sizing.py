@@ -457,6 +457,25 @@ def cpu_variant(problem: Problem) -> Problem:
     return sized.problems[0]
 
 
+def known_cpu_variant(problem: Problem) -> Problem | None:
+    """The CPU-size variant of `problem` when it is known without running the problem's code.
+
+    Known: a CPU-size variant is its own (its marker line), and the problems in the shipped
+    table (KernelBench's 250 and the built-in suite, by content hash) have their recorded
+    decision. Returns None for any other problem (sizing it needs the probe, which runs its code:
+    `cpu_variant`), raises `ProblemError` with the reason for a problem known to have no CPU size.
+    A service uses this for problems clients send: their code never runs outside the sandbox.
+    """
+    if problem.size == ProblemSize.CPU:
+        return problem
+    record = shipped_sizes().get(problem.content_hash)
+    if record is None:
+        return None
+    if record.status == SizingStatus.CANNOT:
+        raise ProblemError(f"{problem.problem_id} has {record.describe()}")
+    return apply_record(problem, record)
+
+
 def write_table(records: dict[str, SizingRecord], path: str | Path, budget: CpuBudget = CpuBudget(),
                 extra: dict[str, dict[str, Any]] | None = None) -> None:
     """Write ``cpu_sizes.json`` (records by original content hash; `extra` adds per-hash fields)."""

@@ -3,7 +3,7 @@ Family: harness
 Problem: builtin/10_matmul
 Attack surface: a harness table reached through an ordinary import of the package: emptying the op
   trace's FLOP table let the GEMM-in-torch attack pass (red-team finding 4)
-Strategy: imports tritongym.evaluator.optrace, replaces its FLOP table with an empty one (the table
+Strategy: imports tritongym.evaluator.worker.optrace, replaces its FLOP table with an empty one (the table
   itself is read-only now), then does the matmul in torch with a decoy kernel launch on the output
 Expected status: integrity_violation
 Expected violation: none
@@ -18,7 +18,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-_optrace = importlib.import_module("tritongym.evaluator.optrace")
+_optrace = importlib.import_module("tritongym.evaluator.worker.optrace")
 try:
     _optrace._FLOPS.clear()
 except AttributeError:

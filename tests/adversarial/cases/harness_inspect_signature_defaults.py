@@ -32,7 +32,8 @@ def _decoy_kernel(out_ptr, n_elements, BLOCK: tl.constexpr):
 
 def _harness_defaults():
     captured = {}
-    for name in ("candidate_worker", "launches", "optrace", "hostread", "audit_policy", "channel"):
+    for name in ("worker.candidate", "worker.launches", "worker.optrace", "worker.hostread", "worker.audit_policy",
+                 "common.channel"):
         module = importlib.import_module(f"tritongym.evaluator.{name}")  # loaded already in the worker
         for value in list(vars(module).values()):
             if not inspect.isfunction(value):

@@ -1,4 +1,4 @@
-"""Tests for tritongym.evaluator.channel: round trips of every value type and dtype over a real
+"""Tests for tritongym.evaluator.common.channel: round trips of every value type and dtype over a real
 socket pair, and every malformed frame a hostile worker could send turning into `ProtocolError`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tritongym.evaluator.channel import (
+from tritongym.evaluator.common.channel import (
     MAX_HEADER_BYTES,
     PROTOCOL_VERSION,
     WIRE_DTYPES,

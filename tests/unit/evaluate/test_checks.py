@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from tritongym.evaluator import checks
-from tritongym.evaluator.channel import ProtocolError
 from tritongym.evaluator.checks import CallEvidence, LaunchEvidence, OutputEvidence
+from tritongym.evaluator.common.channel import ProtocolError
 from tritongym.evaluator.result import Violation, ViolationCode
 
 

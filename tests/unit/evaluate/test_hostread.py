@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from tritongym.evaluator.checks import HOST_READ_BUDGET
-from tritongym.evaluator.hostread import HOST_READ_BUDGET as WORKER_BUDGET
-from tritongym.evaluator.hostread import HostReadTrace
-from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace
+from tritongym.evaluator.worker.hostread import HOST_READ_BUDGET as WORKER_BUDGET
+from tritongym.evaluator.worker.hostread import HostReadTrace
+from tritongym.evaluator.worker.optrace import Attribution, DataFlow, OpTrace
 
 SOLUTION = """
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tests for tritongym.evaluator.kernels: kernels found as objects, bodies and arguments checked.
+"""Tests for tritongym.evaluator.worker.kernels: kernels found as objects, bodies and arguments checked.
 
 Each case loads a small solution module from a real file (Triton reads kernel source through
 `inspect`) in this process; nothing is launched, only the objects are inspected.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tritongym.evaluator.kernels import BodyChecker, describe_foreign_argument, discover
+from tritongym.evaluator.worker.kernels import BodyChecker, describe_foreign_argument, discover
 
 
 def load(tmp_path: Path, body: str, name: str = "solution"):

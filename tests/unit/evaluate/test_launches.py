@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from tritongym.evaluator.launches import LaunchRecorder, launch_tensors
+from tritongym.evaluator.worker.launches import LaunchRecorder, launch_tensors
 
 
 def test_tensors_are_found_in_tuples_descriptors_and_wrappers():

@@ -1,4 +1,4 @@
-"""Tests for tritongym.evaluator.optrace: which ATen ops count as compute, op canonicalisation, the
+"""Tests for tritongym.evaluator.worker.optrace: which ATen ops count as compute, op canonicalisation, the
 PyTorch-fallback rule `covers_reference`, and tracing real forwards."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tritongym.evaluator.optrace import (
+from tritongym.evaluator.oprules import canonical_op, covers_reference
+from tritongym.evaluator.worker.optrace import (
     NON_COMPUTE_OPS,
     OpTrace,
-    canonical_op,
-    covers_reference,
     is_compute,
     op_name,
     storage_span,

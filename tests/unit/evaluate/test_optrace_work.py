@@ -1,6 +1,6 @@
 """How much work `OpTrace` attributes to the candidate's PyTorch ops, and how `DataFlow` follows data.
 
-The fallback rule (`checks.check_no_pytorch_fallback` via `optrace.heavy_share`) compares these
+The fallback rule (`checks.check_no_pytorch_fallback` via `oprules.heavy_share`) compares these
 figures with the reference's, so a miscount decides verdicts; before issue 14 they were reached
 only through whole evaluations. Found by mutation testing (benchmarks/mutation.py). Fast, CPU only:
 the device-to-host path is driven with a stand-in op on a ``meta`` tensor.
@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from tritongym.evaluator import optrace
-from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace
+from tritongym.evaluator import oprules
+from tritongym.evaluator.worker import optrace
+from tritongym.evaluator.worker.optrace import Attribution, DataFlow, OpTrace
 
 
 def test_a_fresh_trace_has_counted_nothing():
@@ -263,14 +264,14 @@ def test_an_op_without_is_view_is_compute_unless_prim_or_listed():
 
 
 def test_dunder_ops_keep_their_trailing_underscores():
-    assert optrace.canonical_op("aten::__and__") == "aten::__and__"
-    assert optrace.canonical_op("aten::relu_") == "aten::relu"
+    assert oprules.canonical_op("aten::__and__") == "aten::__and__"
+    assert oprules.canonical_op("aten::relu_") == "aten::relu"
 
 
 def test_one_element_or_one_flop_of_reference_work_still_counts():
-    assert optrace.heavy_share((1, 0), (1, 0)) is not None
-    assert optrace.heavy_share((0, 1), (0, 1)) is not None
-    assert optrace.heavy_share((0, 0), (0, 0)) is None
+    assert oprules.heavy_share((1, 0), (1, 0)) is not None
+    assert oprules.heavy_share((0, 1), (0, 1)) is not None
+    assert oprules.heavy_share((0, 0), (0, 0)) is None
 
 
 def test_keyword_only_arguments_reach_the_op():

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+# The candidate worker has torch (and with it tempfile's cached temp folder) loaded before it
+# installs the policy; the driver does the same.
 DRIVER = textwrap.dedent('''
     import importlib.util, json, sys
-    from tritongym.evaluator import audit_policy
+    import torch
+    from tritongym.evaluator.worker import audit_policy
     path, enforce = sys.argv[1], sys.argv[2] == "1"
     refused = audit_policy.install(path, enforce=enforce)
     spec = importlib.util.spec_from_file_location("candidate", path)
@@ -68,9 +71,10 @@ def test_honest_imports_and_torch_calls_are_allowed(tmp_path):
     ("def f(a=1):\n    return a\nf.__defaults__ = (2,)", "object.__setattr__ __defaults__"),
     # The harness keeps captured references in default arguments: its functions' defaults and
     # code stay out of reach, however they are read (inspect.signature reads both).
-    ("from tritongym.evaluator import audit_policy as p\nRESULT = p.install.__defaults__",
+    ("from tritongym.evaluator.worker import audit_policy as p\nRESULT = p.install.__defaults__",
      "object.__getattr__ __defaults__"),
-    ("import inspect\nfrom tritongym.evaluator import audit_policy as p\nRESULT = str(inspect.signature(p.install))",
+    ("import inspect\nfrom tritongym.evaluator.worker import audit_policy as p\n"
+     "RESULT = str(inspect.signature(p.install))",
      "object.__getattr__ __code__"),
     ("import inspect\nRESULT = inspect.stack()", "sys._getframe"),
     ("import inspect, sys\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    RESULT = inspect.trace()",
@@ -130,7 +134,7 @@ def test_without_enforcement_attempts_are_recorded_but_allowed(tmp_path):
 def test_rebinding_the_policys_module_globals_changes_nothing(tmp_path):
     result = run(tmp_path, """
         import sys
-        policy = sys.modules["tritongym.evaluator.audit_policy"]
+        policy = sys.modules["tritongym.evaluator.worker.audit_policy"]
         policy.FORBIDDEN_MODULES = frozenset()          # module attribute writes are not audited...
         policy.REFUSED_EVENTS = frozenset()
         import gc

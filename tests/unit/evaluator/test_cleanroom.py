@@ -10,15 +10,15 @@ import textwrap
 import pytest
 import torch
 
-from tritongym.evaluator import cleanroom
-from tritongym.evaluator.cleanroom_kernels import (
+from tritongym.evaluator import replays as cleanroom
+from tritongym.evaluator.cleanroom.kernels import (
     KernelBuilder,
     KernelRefused,
     check_kernel_body,
-    interpreter_gaps,
     value_attributes,
 )
-from tritongym.evaluator.launchlog import LaunchLog, Unloggable, storage_bytes
+from tritongym.evaluator.interpreter_gaps import interpreter_gaps
+from tritongym.evaluator.worker.launchlog import LaunchLog, Unloggable, storage_bytes
 
 TL = {"tl": {"module": "triton.language"}, "triton": {"module": "triton"}}
 

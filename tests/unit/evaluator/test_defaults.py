@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from tritongym.evaluator import plausibility, trivial
+from tritongym.evaluator.oprules import heavy_share
 from tritongym.evaluator.options import EvalOptions
-from tritongym.evaluator.optrace import heavy_share
 from tritongym.evaluator.result import EvalResult, Status
 from tritongym.evaluator.reward import RewardConfig, compute_reward, prs_keep_probability
 

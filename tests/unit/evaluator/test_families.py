@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tritongym.evaluator import families
+from tritongym.evaluator.common import families
 
 
 class Int4Linear(torch.nn.Module):

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from tritongym.evaluator.families import FAMILIES, FAMILY_TASK, PERTURBATION_FAMILIES, all_finite, perturb
+from tritongym.evaluator.common.families import FAMILIES, FAMILY_TASK, PERTURBATION_FAMILIES, all_finite, perturb
 
 SEEDS = range(200)
 

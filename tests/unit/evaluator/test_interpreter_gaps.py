@@ -20,7 +20,7 @@ KERNELS = textwrap.dedent('''
     import json, sys
     import torch, triton, triton.language as tl
     if sys.argv[1] == "fixed":
-        from tritongym.evaluator import interpreter_fixes
+        from tritongym.evaluator.worker import interpreter_fixes
         interpreter_fixes.install()
 
     @triton.jit
@@ -86,7 +86,7 @@ def test_block_pointers_on_a_triton_without_them_are_named_as_an_interpreter_lim
     script = textwrap.dedent('''
         import json
         import torch, triton, triton.language as tl
-        from tritongym.evaluator import interpreter_fixes
+        from tritongym.evaluator.worker import interpreter_fixes
         interpreter_fixes.install()
 
         @triton.jit
@@ -112,7 +112,7 @@ def test_block_pointers_on_a_triton_without_them_are_named_as_an_interpreter_lim
 def test_the_grid_shim_gives_the_documented_grid_and_keeps_torchs_own():
     script = textwrap.dedent('''
         import json
-        from tritongym.evaluator import inductor_compat
+        from tritongym.evaluator.worker import inductor_compat
         import torch
         inductor_compat.install()
         from torch._inductor.runtime import triton_heuristics

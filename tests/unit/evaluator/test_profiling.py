@@ -13,14 +13,9 @@ from types import SimpleNamespace
 import pytest
 from torch.autograd import DeviceType
 
-from tritongym.evaluator.profiling import (
-    DeviceActivity,
-    KernelTime,
-    activities_from_profile,
-    coverage_from_kernels,
-    is_candidate_kernel,
-    kernel_times,
-)
+from tritongym.evaluator.common.profiles import DeviceActivity, KernelTime, kernel_times
+from tritongym.evaluator.coverage import coverage_from_kernels, is_candidate_kernel
+from tritongym.evaluator.worker.profiling import activities_from_profile
 
 CUBLAS = "ampere_sgemm_128x64_tn"
 

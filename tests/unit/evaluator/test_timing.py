@@ -15,8 +15,8 @@ import numpy
 import pytest
 import torch
 
-from tritongym.evaluator import timing
-from tritongym.evaluator.timing import CudaClock, RepTimer, TimingSession, timing_inputs
+from tritongym.evaluator.worker import timing
+from tritongym.evaluator.worker.timing import CudaClock, RepTimer, TimingSession, timing_inputs
 
 
 class FakeEvent:
@@ -232,7 +232,7 @@ def test_reference_variants_are_built_on_request_and_a_failing_one_is_reported(r
 
 def test_worker_common_seeds_numpy_only_through_its_global_generator():
     # A numpy-free install still seeds torch and random (numpy is imported lazily).
-    from tritongym.evaluator.worker_common import seed_everything
+    from tritongym.evaluator.worker.startup import seed_everything
 
     seed_everything(5)
     a = (random.random(), numpy.random.rand(), torch.rand(1).item())
@@ -262,7 +262,7 @@ def get_init_inputs():
 
 
 def test_the_reference_counts_dense_matmul_flops_for_the_flop_floor(tmp_path):
-    from tritongym.evaluator.reference_worker import ReferenceWorker
+    from tritongym.evaluator.worker.reference import ReferenceWorker
 
     path = tmp_path / "problem.py"
     path.write_text(MATMUL_PROBLEM)
@@ -274,7 +274,7 @@ def test_the_reference_counts_dense_matmul_flops_for_the_flop_floor(tmp_path):
 
 
 def test_a_gpu_reference_worker_pins_ieee_fp32_before_loading_the_problem(tmp_path):
-    from tritongym.evaluator.reference_worker import ReferenceWorker
+    from tritongym.evaluator.worker.reference import ReferenceWorker
 
     saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
              torch.get_float32_matmul_precision())

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from tritongym.errors import EvaluatorError, OptionsError
-from tritongym.evaluator import device as gpu
-from tritongym.evaluator import sandbox
+from tritongym.evaluator.common import device as gpu
+from tritongym.evaluator.jail import sandbox
 
 
 def test_parse_device_reads_auto_cpu_cuda_and_an_index():
@@ -103,7 +103,7 @@ def test_the_lock_key_names_the_physical_gpu_whatever_the_visible_list(tmp_path)
 HOLDER = """
 import sys, time
 from pathlib import Path
-from tritongym.evaluator.device import DeviceLock
+from tritongym.evaluator.common.device import DeviceLock
 with DeviceLock("gpu-test", exclusive=sys.argv[2] == "x", folder=Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[3]))
@@ -183,7 +183,7 @@ def test_pin_ieee_fp32_turns_tf32_off():
 
 def test_a_broken_gpu_in_the_reference_worker_is_an_evaluator_error_not_a_problem_error(tmp_path):
     # On this CPU-only torch, CUDA cannot initialise: exactly a driver failure as the worker sees it.
-    from tritongym.evaluator.reference_worker import ReferenceWorker
+    from tritongym.evaluator.worker.reference import ReferenceWorker
 
     sent: list[tuple[str, dict]] = []
     channel = type("Recording", (), {"send": lambda self, kind, payload=None: sent.append((kind, payload))})()

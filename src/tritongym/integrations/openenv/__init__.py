@@ -1,4 +1,4 @@
-"""tritongym's multi-turn `KernelEnv` served over OpenEnv's protocol (``pip install -e '.[openenv]'``).
+"""tritongym's multi-turn `KernelEnv` served over OpenEnv's protocol (``pip install -e '.[openenv]' torch==2.13.0``).
 
 * `create_app(problems=..., options=...)`: a FastAPI app built by OpenEnv's own ``create_app``:
   ``/ws`` (one `KernelEnv` per WebSocket session, many sessions at once), ``/reset``, ``/step``,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-INSTALL_HINT = "pip install -e '.[openenv]'"
+INSTALL_HINT = "pip install -e '.[openenv]' torch==2.13.0 (from the clone, your torch installed first)"
 
 _LAZY = {
     "KernelAction": "models",

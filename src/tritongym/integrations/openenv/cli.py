@@ -14,7 +14,7 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 def register(commands: Any) -> None:
     """Add ``tritongym openenv`` to the CLI's subcommands."""
-    from tritongym.cli import _add_eval_options
+    from tritongym.cli.options import add_eval_options
 
     p = commands.add_parser(
         "openenv", help="serve the multi-turn kernel environment over OpenEnv's protocol (WebSocket sessions)",
@@ -22,7 +22,8 @@ def register(commands: Any) -> None:
                     "once, all evaluating on one pool of sandboxed workers; plus OpenEnv's /reset, /step, /state, "
                     "/schema, /health, /metadata. Clients: OpenEnv's EnvClient (tritongym's KernelEnvClient), "
                     "TRL's environment_factory, SkyRL. Off loopback a bearer token is required (--token-env). "
-                    "Needs pip install -e '.[openenv]'; see docs/openenv.md.")
+                    "Needs pip install -e '.[openenv]' torch==2.13.0 from the clone (torch installed first); "
+                    "see docs/openenv.md.")
     p.add_argument("--problems", default="builtin", help="as for 'run' (default: %(default)s)")
     p.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
     p.add_argument("--only", action="append", metavar="NAME", help="serve only this problem, by name or id "
@@ -47,12 +48,12 @@ def register(commands: Any) -> None:
     p.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token clients must "
                                                       "send; required to bind a non-loopback address")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=cmd_openenv)
 
 
 def cmd_openenv(args: argparse.Namespace) -> int:
-    from tritongym.cli import _options_from
+    from tritongym.cli.options import options_from
     from tritongym.errors import TritongymError
     from tritongym.integrations.openenv import require_openenv
     from tritongym.service.config import check_bind, token_from_env
@@ -67,7 +68,7 @@ def cmd_openenv(args: argparse.Namespace) -> int:
 
         from tritongym.integrations.openenv.app import create_app
 
-        app = create_app(problems, options=_options_from(args), workers=args.workers,
+        app = create_app(problems, options=options_from(args), workers=args.workers,
                          max_sessions=args.max_sessions, session_timeout_s=args.session_timeout, token=token,
                          max_turns=args.max_turns, feedback=args.feedback, history=args.history,
                          extract=args.extract, success=args.success)

@@ -1,4 +1,4 @@
-"""TRL integration (``pip install -e '.[trl]'``; trl 1.16): the kernel environment in ``GRPOTrainer``.
+"""TRL integration (``pip install -e '.[trl]' torch==2.13.0``; trl 1.16): the kernel environment in ``GRPOTrainer``.
 
 * `KernelReward` / `AsyncKernelReward` (``rewards``): single-turn reward functions, the verdict of
   the real evaluator on the warm pool, with correctness/speedup/violation columns via ``log_extra``.

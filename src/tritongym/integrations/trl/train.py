@@ -25,7 +25,7 @@ from tritongym.errors import TritongymError
 
 __all__ = ["TrlTrainConfig", "require_trl", "run_trl_training"]
 
-INSTALL_HINT = "pip install -e '.[trl]' (install your torch first; see docs/training.md)"
+INSTALL_HINT = "pip install -e '.[trl]' torch==2.13.0 (from the clone, your torch first; see docs/training.md)"
 
 
 def require_trl() -> None:

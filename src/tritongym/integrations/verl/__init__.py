@@ -1,7 +1,8 @@
 """verl plug-in: tritongym's estimators, loss, agent loop and LR hook in verl's own extension points.
 
 verl ≥ 0.9 imports every ``verl.plugins`` entry point on ``import verl`` (the driver and every Ray
-worker); tritongym's entry point is this package, so ``pip install -e '.[verl]'`` is enough.
+worker); tritongym's entry point is this package, so ``pip install -e '.[verl]' torch==2.13.0`` (from
+the clone, torch installed first: docs/training.md) is enough.
 Importing it registers:
 
 * advantage estimator ``trloo`` (``advantages``; ``algorithm.adv_estimator=trloo``);

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongym.errors import EvaluatorError, OptionsError
-from tritongym.evaluator.cgroups import Cgroup
+from tritongym.evaluator.jail.cgroups import Cgroup
 
 SANDBOX_MODES = ("auto", "bwrap", "none")
 #: Where the job directory appears inside the jail.
@@ -168,9 +168,8 @@ def python_paths() -> list[str]:
     candidates = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))]
     candidates += [p for p in sys.path if p and os.path.basename(p.rstrip(os.sep)) in ("site-packages",
                                                                                        "dist-packages")]
-    import tritongym
-
-    candidates.append(str(Path(tritongym.__file__).resolve().parents[1]))
+    # tritongym's own root (…/src or site-packages): this file is tritongym/evaluator/jail/sandbox.py.
+    candidates.append(str(Path(__file__).resolve().parents[3]))
     folders: list[str] = []
     for candidate in candidates:
         real = os.path.realpath(candidate)
@@ -187,7 +186,7 @@ def gpu_worker_env(device: str, environ: dict[str, str] | os._Environ[str] = os.
     ``cuda:N`` narrows ``CUDA_VISIBLE_DEVICES`` to that one device (the worker sees it as its
     only GPU, ``cuda``); indices mean PCI bus order unless the caller chose another order.
     """
-    from tritongym.evaluator.device import parse_device, worker_visible_devices
+    from tritongym.evaluator.common.device import parse_device, worker_visible_devices
 
     _, index = parse_device(device)
     env: dict[str, str] = {}
@@ -201,7 +200,7 @@ def gpu_worker_env(device: str, environ: dict[str, str] | os._Environ[str] = os.
 def _gpu_device_nodes(visible_devices: str | None, device_order: str | None) -> list[str]:
     """/dev/nvidia* nodes to bind: the control nodes and the visible GPUs' nodes only (all GPUs'
     nodes when which ones are visible cannot be told: no NVIDIA listing, MIG, another order)."""
-    from tritongym.evaluator.device import physical_gpus, visible_gpu_minors
+    from tritongym.evaluator.common.device import physical_gpus, visible_gpu_minors
 
     every = sorted(glob.glob("/dev/nvidia*"))
     minors = None if device_order not in (None, "PCI_BUS_ID") else visible_gpu_minors(visible_devices,
@@ -474,7 +473,7 @@ def spawn_worker(
         return inside
 
     home = JAIL_JOB_DIR if mode == "bwrap" else str(job_dir)
-    from tritongym.evaluator import seccomp
+    from tritongym.evaluator.jail import seccomp
 
     seccomp_fd = seccomp.program_fd() if mode == "bwrap" and jail_seccomp else None
     prefix = bwrap_command(str(job_dir), cuda, gpu_env, job_dir_bytes=limits.job_dir_bytes,

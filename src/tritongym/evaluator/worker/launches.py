@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator.kernels import BodyChecker, describe_foreign_argument, unwrap
-from tritongym.evaluator.optrace import DataFlow, storage_span, untraced
+from tritongym.evaluator.worker.kernels import BodyChecker, describe_foreign_argument, unwrap
+from tritongym.evaluator.worker.optrace import DataFlow, storage_span, untraced
 
 
 @dataclass

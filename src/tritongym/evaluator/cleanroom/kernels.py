@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritongym import pyparse
-from tritongym.evaluator.launchlog import KERNEL_MODULES
+from tritongym.evaluator.worker.launchlog import KERNEL_MODULES
 
 #: Builtins a kernel body may call or name (constexpr arithmetic and loops).
 BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "tuple", "list", "zip",
@@ -275,36 +275,3 @@ def tl_dtype(name: Any) -> Any:
         if isinstance(value, tl.dtype) and str(value) == name:
             return value
     raise KernelRefused(f"unknown Triton dtype {name!r}")
-
-
-#: Triton constructs the CPU interpreter cannot run (it raises "not supported in interpreter mode");
-#: `interpreter_fixes.removed_constructs` adds those the installed Triton removed (block pointers).
-INTERPRETER_GAPS = frozenset({"inline_asm_elementwise", "extern_elementwise"})
-
-
-def interpreter_gaps(source: str) -> list[str]:
-    """Calls in the source to constructs the CPU interpreter lacks: inline assembly, extern
-    library calls, and libdevice functions the CPU tier does not emulate.
-
-    A candidate's claim that the interpreter could not run its kernel is believed only when its
-    own text uses one of these; otherwise the claim is an exception text the candidate wrote.
-    """
-    from tritongym.evaluator.interpreter_fixes import BINARY, UNARY, removed_constructs
-
-    gaps = INTERPRETER_GAPS | removed_constructs()
-
-    try:
-        tree = pyparse.parse(source)
-    except SyntaxError:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            name = node.func.attr
-            owner = node.func.value
-            owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if name in gaps:
-                found.append(name)
-            elif "libdevice" in owner_name and name not in UNARY and name not in BINARY:
-                found.append(f"libdevice.{name}")
-    return found

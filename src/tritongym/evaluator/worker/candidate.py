@@ -35,15 +35,15 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import audit_policy, autotune, kernels
-from tritongym.evaluator import worker_common as common
-from tritongym.evaluator.channel import Channel
-from tritongym.evaluator.hostread import HostReadTrace
-from tritongym.evaluator.launches import LaunchRecorder
-from tritongym.evaluator.launchlog import LaunchLog, distinct_storages, storage_bytes
-from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace, storage_span
-from tritongym.evaluator.profiling import profile_forward
-from tritongym.evaluator.timing import TimingSession, timing_inputs
+from tritongym.evaluator.common.channel import Channel
+from tritongym.evaluator.worker import audit_policy, autotune, kernels
+from tritongym.evaluator.worker import startup as common
+from tritongym.evaluator.worker.hostread import HostReadTrace
+from tritongym.evaluator.worker.launches import LaunchRecorder
+from tritongym.evaluator.worker.launchlog import LaunchLog, distinct_storages, storage_bytes
+from tritongym.evaluator.worker.optrace import Attribution, DataFlow, OpTrace, storage_span
+from tritongym.evaluator.worker.profiling import profile_forward
+from tritongym.evaluator.worker.timing import TimingSession, timing_inputs
 
 # Captured before any candidate code runs (this module is imported first).
 _active_count = threading.active_count
@@ -102,12 +102,12 @@ def _watchlist() -> dict[str, Any]:
     import socket
     import struct
 
-    import tritongym.evaluator.channel as channel_module
-    import tritongym.evaluator.hostread as hostread_module
-    import tritongym.evaluator.kernels as kernels_module
-    import tritongym.evaluator.launches as launches_module
-    import tritongym.evaluator.optrace as optrace_module
-    import tritongym.evaluator.timing as timing_module
+    import tritongym.evaluator.common.channel as channel_module
+    import tritongym.evaluator.worker.hostread as hostread_module
+    import tritongym.evaluator.worker.kernels as kernels_module
+    import tritongym.evaluator.worker.launches as launches_module
+    import tritongym.evaluator.worker.optrace as optrace_module
+    import tritongym.evaluator.worker.timing as timing_module
 
     watched: dict[str, Any] = {}
     for name in ("allclose", "isclose", "equal", "manual_seed", "no_grad", "empty", "empty_like", "rand",
@@ -321,13 +321,13 @@ class CandidateWorker:
         self.autotune = autotune.install(interpret=self.device.type == "cpu")
         # Inductor-style code (KernelBook, KernelLLM) imports helpers torch >= 2.9 removed
         # (`triton_heuristics.grid`): provided on both tiers.
-        from tritongym.evaluator import inductor_compat
+        from tritongym.evaluator.worker import inductor_compat
 
         inductor_compat.install()
         if self.device.type == "cpu":
             # The CPU tier runs honest Triton as a GPU would: float scalar arguments and
             # libdevice functions (interpreter_fixes).
-            from tritongym.evaluator import interpreter_fixes
+            from tritongym.evaluator.worker import interpreter_fixes
 
             interpreter_fixes.install()
         self.watched = _watchlist()
@@ -557,7 +557,7 @@ def main() -> None:
         # CUDA is initialised and a tiny Triton kernel compiled and launched before any candidate
         # code runs: a broken driver or jail is the machine's fault (an EvaluatorError in the
         # parent), never the candidate's compile_error. Then the candidate's allocator is capped.
-        from tritongym.evaluator.device import cap_candidate_memory, probe_device
+        from tritongym.evaluator.common.device import cap_candidate_memory, probe_device
 
         problem = probe_device(device)
         if problem is not None:

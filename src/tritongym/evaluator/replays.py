@@ -9,7 +9,7 @@ verdict's integrity evidence comes from a process where no candidate code ever r
 2. after the candidate has answered *all* trials (and passed every candidate-side filter), the
    parent picks trials to replay in secret (`choose_replays`): at least two, a task trial and a
    perturbed family when there are both, plus one per autotune config the trials ran;
-3. the clean-room worker (`cleanroom_worker`) re-executes each chosen log on the parent's own
+3. the clean-room worker (`evaluator/cleanroom/worker.py`) re-executes each chosen log on the parent's own
    copy of the inputs, with kernels rebuilt from the hashed source;
 4. the parent compares the **clean room's** outputs with the reference, measures the PyTorch
    work the clean room executed against the reference's, and charges the host data the logs

@@ -42,6 +42,9 @@ PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 8 << 20
 #: Default bound of one message's blobs; the parent raises it per request where outputs are big.
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+#: Most bytes of external buffers (tensors of unknown origin) one forward's launch log may ship;
+#: the parent raises a candidate's message bound by this much when it asks for launch logs.
+MAX_EXTERNAL_BYTES = 64 << 20
 #: Buffers up to this size are allocated at once; larger ones grow as bytes actually arrive, so a
 #: worker that claims a huge blob and sends nothing makes the parent allocate nothing.
 _PREALLOCATE_BYTES = 16 << 20

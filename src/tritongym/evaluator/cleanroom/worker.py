@@ -4,7 +4,7 @@ Jailed like a candidate worker (its inputs come from a log a compromised process
 holds the solution's *text* (verified against the parent's hash) and nothing of the candidate's
 module. Per replayed trial it receives the parent's own copy of the inputs and the log, rebuilds
 the buffers (inputs, the state shipped once after ``__init__``, external bytes), runs each event
-in order (ATen ops through ``torch.ops.aten``, kernels built by `cleanroom_kernels.KernelBuilder`
+in order (ATen ops through ``torch.ops.aten``, kernels built by `cleanroom.kernels.KernelBuilder`
 from the hashed source) and sends back *its* outputs and the PyTorch work it executed
 (`optrace.op_work`, the measure the candidate's trace uses). The parent decides on these.
 
@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import worker_common as common
-from tritongym.evaluator.channel import WIRE_DTYPES
-from tritongym.evaluator.cleanroom_kernels import KernelBuilder, KernelRefused, tl_dtype
-from tritongym.evaluator.optrace import op_work
+from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
+from tritongym.evaluator.common.channel import WIRE_DTYPES
+from tritongym.evaluator.worker import startup as common
+from tritongym.evaluator.worker.optrace import op_work
 
 #: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
 DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
@@ -336,7 +336,7 @@ def main() -> None:
     import triton  # noqa: F401 - compiled kernels need it; imported before any request
 
     if device.type == "cpu":
-        from tritongym.evaluator import interpreter_fixes
+        from tritongym.evaluator.worker import interpreter_fixes
 
         interpreter_fixes.install()
     serve(channel, source, device)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.common.channel import Channel
 
 #: Longest error text a worker sends back (the parent trims again).
 MAX_ERROR_CHARS = 4000
@@ -157,7 +157,7 @@ def accept_hello(channel: Channel, who: str) -> dict[str, Any]:
         raise SystemExit(f"tritongym {who} worker: expected a hello frame first")
     channel.enable_signing(bytes.fromhex(payload["key"]))
     # No process of the same user may attach to this one or read its memory through /proc.
-    from tritongym.evaluator.seccomp import make_non_dumpable
+    from tritongym.evaluator.jail.seccomp import make_non_dumpable
 
     make_non_dumpable()
     return payload

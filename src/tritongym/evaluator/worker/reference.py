@@ -28,19 +28,22 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import worker_common as common
-from tritongym.evaluator.channel import Channel
-from tritongym.evaluator.device import pin_ieee_fp32, probe_device, tf32_enabled
-from tritongym.evaluator.families import all_finite, forward_parameter_names, perturb
-from tritongym.evaluator.optrace import OpTrace
-from tritongym.evaluator.plausibility import DENSE_MATMUL_OPS
-from tritongym.evaluator.timing import (
+from tritongym.evaluator.common.channel import Channel
+from tritongym.evaluator.common.device import pin_ieee_fp32, probe_device, tf32_enabled
+from tritongym.evaluator.common.families import all_finite, forward_parameter_names, perturb
+from tritongym.evaluator.worker import startup as common
+from tritongym.evaluator.worker.optrace import OpTrace
+from tritongym.evaluator.worker.timing import (
     RepTimer,
     TimingSession,
     measure_copy_bandwidth,
     measure_matmul_rate,
     timing_inputs,
 )
+
+#: torch's aten ops whose FLOPs no algorithm a candidate would use avoids on dense operands
+#: (the physics floor of `plausibility` is built on them).
+DENSE_MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm"})
 
 
 class ReferenceWorker:

@@ -1,7 +1,7 @@
 """The launch log: what a forward did, written down so that a clean room can do it again.
 
 Runs in the candidate worker, beside candidate code, so everything here is a **proposal**: the
-clean room (`cleanroom_worker`) re-executes the log on the parent's own copy of the inputs, in a
+clean room (`evaluator/cleanroom/worker.py`) re-executes the log on the parent's own copy of the inputs, in a
 process that never imported the candidate, and the verdict is decided on *its* outputs. A log
 that lies about what the forward did either does not reproduce the outputs (an integrity
 finding) or describes a computation that really computes them with the solution's own Triton
@@ -37,10 +37,10 @@ from typing import Any
 
 import torch
 
+from tritongym.evaluator.common.channel import MAX_EXTERNAL_BYTES
+
 #: Most events one forward may log (a real forward launches tens to hundreds).
 MAX_EVENTS = 20_000
-#: Most bytes of external buffers one forward may ship.
-MAX_EXTERNAL_BYTES = 64 << 20
 #: Longest string argument (``rounding_mode="floor"``, a constexpr activation name).
 MAX_STRING = 200
 

@@ -36,55 +36,9 @@ reported (exact match as well).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
 
-import torch
-
-#: Kineto activity types that are device work (kineto's ActivityType names).
-DEVICE_WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
-
-
-@dataclass(frozen=True)
-class KernelTime:
-    """One device kernel (or memcpy/memset) name with its summed GPU time and launch count."""
-
-    name: str
-    device_us: float
-    count: int
-
-
-@dataclass(frozen=True)
-class DeviceActivity:
-    """One activity on the device timeline, as the profiler reports it."""
-
-    name: str
-    activity_type: str | None  # kineto's type ("kernel", "gpu_memcpy", ...), None where torch omits it
-    on_device: bool  # device_type is CUDA
-    user_annotation: bool
-    duration_us: float
-
-
-def is_device_work(activity: DeviceActivity) -> bool:
-    """Kernels, memcpy and memset only (never annotations, runtime calls or CPU ops)."""
-    if not activity.on_device or activity.user_annotation:
-        return False
-    if activity.activity_type:
-        return activity.activity_type in DEVICE_WORK
-    return True
-
-
-def kernel_times(activities: Iterable[DeviceActivity]) -> list[KernelTime]:
-    """Device work summed per name, longest first."""
-    totals: dict[str, list[float]] = {}
-    for activity in activities:
-        if not is_device_work(activity):
-            continue
-        entry = totals.setdefault(activity.name, [0.0, 0])
-        entry[0] += activity.duration_us
-        entry[1] += 1
-    return [KernelTime(name, us, int(count)) for name, (us, count) in sorted(totals.items(), key=lambda kv: -kv[1][0])]
+from tritongym.evaluator.common.profiles import KernelTime
 
 
 def is_candidate_kernel(device_name: str, candidate_names: Iterable[str],
@@ -113,49 +67,3 @@ def coverage_from_kernels(kernels: Iterable[KernelTime], candidate_names: Iterab
     if total <= 0.0:
         return None
     return mine / total
-
-
-def activities_from_profile(prof: Any) -> list[DeviceActivity]:
-    """The device-timeline activities of a finished ``torch.profiler.profile``.
-
-    Reads kineto's raw events (one per activity, with its type) where torch exposes them, else
-    the function events (torch without ``kineto_results``).
-    """
-    from torch.autograd import DeviceType
-
-    raw = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    activities = []
-    if raw is not None:
-        for event in raw.events():
-            activity_type = getattr(event, "activity_type", None)
-            user = getattr(event, "is_user_annotation", None)
-            activities.append(DeviceActivity(
-                name=str(event.name()),
-                activity_type=str(activity_type()) if callable(activity_type) else None,
-                on_device=event.device_type() == DeviceType.CUDA,
-                user_annotation=bool(user()) if callable(user) else False,
-                duration_us=event.duration_ns() / 1e3,
-            ))
-        return activities
-    for event in prof.events():
-        activities.append(DeviceActivity(
-            name=str(event.name), activity_type=getattr(event, "activity_type", None),
-            on_device=event.device_type == DeviceType.CUDA,
-            user_annotation=bool(getattr(event, "is_user_annotation", False)),
-            duration_us=float(event.time_range.elapsed_us()),
-        ))
-    return activities
-
-
-def profile_forward(model: torch.nn.Module, make_inputs: Callable[[], list[Any]], calls: int) -> list[KernelTime]:
-    """Device work of `calls` forward calls on fresh inputs (runs in the candidate worker, GPU only)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    inputs = [make_inputs() for _ in range(calls)]
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        with torch.no_grad():
-            for call_inputs in inputs:
-                model(*call_inputs)
-        torch.cuda.synchronize()
-    return kernel_times(activities_from_profile(prof))

@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tritongym.evaluator.optrace import Attribution, DataFlow, OpTrace, storage_key
+from tritongym.evaluator.worker.optrace import Attribution, DataFlow, OpTrace, storage_key
 
 #: Input-derived elements the candidate's Python may read on the host per forward call.
 HOST_READ_BUDGET = 64

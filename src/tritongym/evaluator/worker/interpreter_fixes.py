@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from tritongym.evaluator.common.interpreter import block_pointers_removed
+
 #: libdevice names emulated elementwise with numpy (one argument).
 UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh, "rsqrt": lambda x: 1 / np.sqrt(x), "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2,
@@ -260,20 +262,6 @@ BLOCK_POINTERS_REMOVED = (
     "pointers (they run on Triton <= 3.8; Triton's replacement is tl.make_tensor_descriptor)")
 
 
-def block_pointers_removed() -> bool:
-    """Whether the installed Triton has removed block pointers (3.9 keeps a stub that raises)."""
-    from triton.language import core
-
-    function = getattr(core, "make_block_ptr", None)
-    return function is None or getattr(function, "_tritongym_removed", False) or \
-        "removed" in (getattr(function, "__doc__", "") or "")
-
-
-def removed_constructs() -> frozenset[str]:
-    """The ``tl`` functions the installed Triton has removed (a kernel calling one is ``unsupported``)."""
-    return frozenset({"make_block_ptr", "advance"}) if block_pointers_removed() else frozenset()
-
-
 def _name_removed_block_pointers() -> None:
     """On a Triton without block pointers, their stubs say so in the interpreter's own terms."""
     import triton
@@ -295,7 +283,7 @@ def _name_removed_block_pointers() -> None:
 
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
-    from tritongym.evaluator import inductor_compat
+    from tritongym.evaluator.worker import inductor_compat
 
     # Not an interpreter gap but the same kind of fix, applied here so the CPU tier has it; the
     # worker also installs it on its own for the GPU tier (it is idempotent).

@@ -43,8 +43,8 @@ from typing import Any
 
 import torch
 
-from tritongym.evaluator import worker_common as common
-from tritongym.evaluator.channel import Channel
+from tritongym.evaluator.common.channel import Channel
+from tritongym.evaluator.worker import startup as common
 
 #: Smallest L2 flush buffer (bytes); KernelBench and Triton's do_bench use 256 MB.
 MIN_FLUSH_BYTES = 256 << 20

@@ -1,5 +1,8 @@
 """The ``tritongym`` command line: thin subcommands over the public API.
 
+The option builders every subcommand shares (the evaluation options, --size) are in
+`tritongym.cli.options`; the service and OpenEnv subcommands import them from there.
+
 Exit codes: 0 whenever verdicts were produced, whatever they are; 2 for usage errors (a missing
 file, an invalid option, a malformed problem); 3 when the evaluator itself failed (a worker
 could not start).
@@ -16,110 +19,18 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from tritongym.cli.options import (
+    add_eval_options,
+    add_size_option,
+    first_line,
+    options_from,
+    problems_at_size,
+    resolve_size,
+)
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_EVALUATOR = 3
-
-
-def _device_argument(text: str) -> str:
-    from tritongym.errors import OptionsError
-    from tritongym.evaluator.device import parse_device
-
-    try:
-        parse_device(text)
-    except OptionsError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _add_eval_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("evaluation options")
-    group.add_argument("--device", type=_device_argument, default="auto", metavar="{auto,cpu,cuda,cuda:N}",
-                       help="where the candidate runs: cuda when available (auto), the Triton interpreter "
-                            "on the CPU (correctness only), cuda, or one GPU by index (default: %(default)s)")
-    group.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
-                       help="what the candidate is timed against on a GPU: the eager reference, "
-                            "torch.compile(Model), or both (speedup_vs_compile); not measured on a CPU "
-                            "(default: %(default)s)")
-    group.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
-                       help="wall-clock budget of the candidate; it is killed with its descendants on expiry "
-                            "(default: %(default)s)")
-    group.add_argument("--trials", type=int, default=5,
-                       help="correctness trials on fresh secret draws of the task's own get_inputs(); the "
-                            "perturbed input families (docs/integrity.md) add one trial each on top, so a "
-                            "result lists more trials than this, each with its family (default: %(default)s)")
-    group.add_argument("--tolerance", choices=("kernelbench", "strict"), default="kernelbench",
-                       help="tolerance preset: kernelbench = atol=rtol=1e-2 (v0.1/KernelGYM); strict = 1e-4 "
-                            "for float32, 1e-2 for half precision (default: %(default)s)")
-    group.add_argument("--atol", type=float, help="absolute tolerance, overriding the preset")
-    group.add_argument("--rtol", type=float, help="relative tolerance, overriding the preset")
-    group.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
-                       help="OS sandbox of the candidate: bubblewrap when it works (auto), required (bwrap), "
-                            "or none; without it every result carries a notice (default: %(default)s)")
-    group.add_argument("--memory-limit-gb", type=float, default=8.0,
-                       help="host-memory cap of the candidate process on the CPU, GiB (default: %(default)s)")
-    group.add_argument("--seed", type=int, help="fixed master seed for reproducible debugging (inputs become "
-                                                "predictable: never for training)")
-    group.add_argument("--disable-check", action="append", default=[], metavar="CODE",
-                       help="report this violation code as a notice instead of failing (repeatable; e.g. "
-                            "forbidden_construct, which also lets the run-time policy record instead of refuse, "
-                            "to test the OS sandbox alone); codes are listed in docs/integrity.md")
-
-
-def _add_size_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", choices=("original", "cpu"), default=None,
-                        help="problem size: KernelBench's original sizes, or the CPU-size variant (the same code "
-                             "with its size constants scaled down so the reference runs in seconds; see "
-                             "docs/kernelbench-cpu.md). Default: cpu when the evaluation runs on a CPU, "
-                             "original on a GPU")
-
-
-def _resolve_size(args: argparse.Namespace, command: str) -> str:
-    """The --size to use: as given, else cpu when the evaluation runs on a CPU (with a notice)."""
-    if args.size:
-        return args.size
-    device = getattr(args, "device", "cpu")
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda"):
-        return "original"
-    args.size_notice = True  # printed by _sized when a problem is in fact scaled
-    return "cpu"
-
-
-def _sized(problems: list, size: str, command: str, *, memory_limit_gb: float, timeout: float,
-           device: str, notice: bool = False) -> tuple[list, list[tuple[str, str]]]:
-    """`problems` at `size`, and (problem id, reason) for those refused: no CPU size, or (on a CPU) a
-    pre-flight estimate over the memory limit or the timeout."""
-    from tritongym.tasks.sizing import at_size
-
-    sized = at_size(problems, size)
-    refused = [(p.problem_id, reason) for p, reason in sized.refused]
-    kept = sized.problems
-    scaled = sum(p.size == "cpu" for p in kept)
-    if notice and (scaled or refused):
-        print(f"tritongym {command}: no GPU in use, so problems run at CPU size (--size cpu; {scaled} of "
-              f"{len(problems)} scaled down, each result says problem_size: cpu); --size original for the "
-              "published sizes", file=sys.stderr)
-    if not str(device).startswith("cuda") and kept:
-        from tritongym.tasks.preflight import preflight
-
-        checks = preflight(kept, memory_limit_gb=memory_limit_gb, timeout=timeout, size=size)
-        refused += [(p.problem_id, checks[p.problem_id].refusal) for p in kept if checks[p.problem_id].refusal]
-        kept = [p for p in kept if not checks[p.problem_id].refusal]
-    return kept, refused
-
-
-def _options_from(args: argparse.Namespace):
-    from tritongym.evaluator import EvalOptions
-
-    return EvalOptions(device=args.device, timeout=args.timeout, num_trials=args.trials,
-                       tolerance=args.tolerance, atol=args.atol, rtol=args.rtol, sandbox=args.sandbox,
-                       memory_limit_gb=args.memory_limit_gb, seed=args.seed,
-                       disabled_checks=frozenset(args.disable_check),
-                       baseline=getattr(args, "baseline", "eager"))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -137,13 +48,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         problem = find_problem(args.id, args.problem)
     else:
         problem = find_problem(args.problem, args.problems)
-    size = _resolve_size(args, "eval")
-    kept, refused = _sized([problem], size, "eval", memory_limit_gb=args.memory_limit_gb, timeout=args.timeout,
-                           device=args.device, notice=getattr(args, "size_notice", False))
+    size = resolve_size(args, "eval")
+    kept, refused = problems_at_size([problem], size, "eval", memory_limit_gb=args.memory_limit_gb,
+                                     timeout=args.timeout, device=args.device,
+                                     notice=getattr(args, "size_notice", False))
     if refused:
         print(f"tritongym eval: not evaluated: {refused[0][1]}", file=sys.stderr)
         return EXIT_USAGE
-    result = evaluate(kept[0], Path(args.solution), _options_from(args))
+    result = evaluate(kept[0], Path(args.solution), options_from(args))
     print(result.to_json() if args.json else result.summary())
     return EXIT_OK
 
@@ -165,17 +77,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"tritongym run: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return EXIT_USAGE
-    options = _options_from(args)
+    options = options_from(args)
     paired, missing = pair_solutions(problems, solutions)
     if not paired:
         print(f"tritongym run: no solution in {solutions} matches any of the {len(problems)} problems "
               "(expected files named like the problems, e.g. 19_ReLU.py or level1/19_ReLU.py, or KernelBench's "
               "level_1_problem_19_sample_0_kernel.py)", file=sys.stderr)
         return EXIT_USAGE
-    size = _resolve_size(args, "run")
-    kept, refused = _sized(list({job.problem.problem_id: job.problem for job in paired}.values()), size, "run",
-                           memory_limit_gb=args.memory_limit_gb, timeout=args.timeout, device=args.device,
-                           notice=getattr(args, "size_notice", False))
+    size = resolve_size(args, "run")
+    matched = list({job.problem.problem_id: job.problem for job in paired}.values())
+    kept, refused = problems_at_size(matched, size, "run", memory_limit_gb=args.memory_limit_gb,
+                                     timeout=args.timeout, device=args.device,
+                                     notice=getattr(args, "size_notice", False))
     by_id = {p.problem_id: p for p in kept}
     jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in paired if job.problem.problem_id in by_id]
     from concurrent.futures import as_completed
@@ -237,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         write(f"{job.shown[:60]:60s} {str(result.status):20s} {result.reward:7.3f} "
                               f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
                         if result.error and not result.correct:
-                            write("    " + _first_line(printable(result.error.strip().splitlines()[-1])))
+                            write("    " + first_line(printable(result.error.strip().splitlines()[-1])))
                 stats = pool.stats()
         else:
             stats = None
@@ -265,14 +178,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.out:
             print(f"results written to {args.out} (one JSON object per line)")
     return EXIT_OK
-
-
-def _first_line(text: str, limit: int = 400) -> str:
-    """One readable line of an error: cut at a word boundary with an ellipsis, never mid-word."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -344,7 +249,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     import triton
 
     from tritongym import __version__
-    from tritongym.evaluator.sandbox import bwrap_problem
+    from tritongym.evaluator.jail.sandbox import bwrap_problem
 
     problem = bwrap_problem()
     from tritongym.execution.forkserver import forkserver_problem
@@ -394,8 +299,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
             feedback_chars=args.feedback_chars, history=args.history, templates=args.templates,
             few_shot=args.few_shot, stop_on=args.stop_on, recheck=not args.no_recheck, api_key=api_key,
             request_timeout=args.request_timeout, max_retries=args.max_retries, eval_workers=args.eval_workers,
-            size=_resolve_size(args, "agent"))
-        summary = run_agent(config, options=_options_from(args), progress=not args.no_progress)
+            size=resolve_size(args, "agent"))
+        summary = run_agent(config, options=options_from(args), progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as exc:
         print(f"tritongym agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -496,8 +401,8 @@ def _add_agent_parser(commands) -> None:
     p_agent.add_argument("--out", required=True, metavar="DIR", help="run folder (created; resumed when it exists)")
     p_agent.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p_agent.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
-    _add_eval_options(p_agent)
-    _add_size_option(p_agent)
+    add_eval_options(p_agent)
+    add_size_option(p_agent)
     p_agent.set_defaults(func=cmd_agent)
 
 
@@ -543,8 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "kernelbench/level1/19)")
     p_eval.add_argument("--solution", required=True, metavar="FILE", help="solution .py defining ModelNew")
     p_eval.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    _add_eval_options(p_eval)
-    _add_size_option(p_eval)
+    add_eval_options(p_eval)
+    add_size_option(p_eval)
     p_eval.set_defaults(func=cmd_eval)
 
     p_run = commands.add_parser("run", help="evaluate a folder of solutions against a problem set",
@@ -567,8 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "number of CPU cores)")
     p_run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="a progress bar on stderr (default: when stderr is a terminal)")
-    _add_eval_options(p_run)
-    _add_size_option(p_run)
+    add_eval_options(p_run)
+    add_size_option(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_list = commands.add_parser("list", help="list the problems of a problem source")
@@ -649,6 +554,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tritongym {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-
-if __name__ == "__main__":
-    sys.exit(main())
