@@ -160,7 +160,7 @@ def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str],
     source.write_text(text)
     # Jailed workers and fork servers (bwrap) import tritongym through the virtual environment's path
     # file, i.e. from this repository's src/, which a jail shows only when it is among the folders
-    # `sandbox.python_paths` binds: the package folders on sys.path and tritongym's own root (here the
+    # `jail.sandbox.python_paths` binds: the package folders on sys.path and tritongym's own root (here the
     # workspace's mutated copy). A folder named site-packages that links to src/ makes it one; the
     # mutmut process appends it to sys.path, after everything else, so the tests still import the
     # mutated copy and the jailed processes the unmutated package (as unjailed workers do).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from tests.execution.conftest import needs_forkserver
 
-from tritongym.evaluator.sandbox import WorkerProcess
+from tritongym.evaluator.jail.sandbox import WorkerProcess
 from tritongym.execution import forkserver
 from tritongym.execution.forkserver import ForkedWorker
 from tritongym.execution.references import JAILED_SERVER_PIDS, FreshJailedReferences, WarmReferences

@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 from tests.service.conftest import NO_TRITON, SYNTAX_ERROR
 
-SPIN = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "relu_spin_until_killed.py"
-
 from tritongym.errors import OptionsError
 from tritongym.evaluator.reward import RewardConfig
 from tritongym.service.config import ServiceConfig
@@ -36,6 +34,8 @@ from tritongym.service.core import (
     check_text,
 )
 from tritongym.service.store import JobState, NewJob
+
+SPIN = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "relu_spin_until_killed.py"
 
 PROBLEM = '''
 import torch
@@ -86,8 +86,8 @@ def events(service: EvaluationService) -> list[dict]:
 
 def test_build_options_applies_the_servers_device_and_sandbox_and_converts_collections(tmp_path):
     cfg = config(tmp_path, max_timeout_s=60.0)
-    options = build_options({"num_trials": 2, "reward": {"correct_weight": 0.25}, "disabled_checks": ["pytorch_fallback"],
-                             "input_families": ["negated"]}, cfg)
+    options = build_options({"num_trials": 2, "reward": {"correct_weight": 0.25},
+                             "disabled_checks": ["pytorch_fallback"], "input_families": ["negated"]}, cfg)
     assert options.reward == RewardConfig(correct_weight=0.25) and options.num_trials == 2
     assert options.disabled_checks == frozenset({"pytorch_fallback"}) and options.input_families == ("negated",)
     assert (options.device, options.sandbox) == ("cpu", "bwrap")
