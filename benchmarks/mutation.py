@@ -58,7 +58,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py", "tests/unit/evaluator/test_prs.py",
                                            "tests/unit/evaluate/test_result.py", "tests/unit/evaluate/test_options.py",
                                            DEFAULTS_TEST]),
-    "optrace": (f"{EVALUATOR}/optrace.py", ["tests/unit/evaluate/test_optrace.py",
+    "optrace": (f"{EVALUATOR}/worker/optrace.py", ["tests/unit/evaluate/test_optrace.py",
                                              "tests/unit/evaluate/test_optrace_work.py",
                                              "tests/unit/evaluate/test_hostread.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
