@@ -631,6 +631,35 @@ def test_jobs_the_pool_cancels_or_that_raise_are_stored_with_the_reason(tmp_path
         service.stop()
 
 
+def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path, dispatch_depth=1))
+    service.start()
+    try:
+        relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                            "relu_problem.py").read_text(), name="relu")
+        builtin = service.problem_by_builtin("builtin/01_scaled_add")
+        spin = {"timeout": 120.0, "num_trials": 1, "input_families": []}
+        [(spinner, _), (waiting, _)] = service.submit(
+            [JobSpec(relu.content_hash, SPIN.read_text(), spin), JobSpec(builtin.content_hash, NO_TRITON, {})],
+            client="c")
+        deadline = time.monotonic() + 60
+        while service.get(spinner.id).state != JobState.RUNNING:
+            assert time.monotonic() < deadline, "the first job never started"
+            time.sleep(0.05)
+        # The dispatcher wakes every second: over 2.5 s it has looked at least twice, and the second
+        # job stays in the store, not in the pool.
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            assert service.in_flight() == 1 and service.get(waiting.id).state == JobState.QUEUED
+            time.sleep(0.05)
+        service.cancel(spinner.id)
+        assert asyncio.run(service.wait_final([waiting.id], 60))[waiting.id].state == JobState.DONE
+    finally:
+        service.stop()
+
+
 @pytest.mark.xfail(strict=True, reason="service/core.py _store_outcome logs `record.attempts + 1`, but a claimed "
                    "record's `attempts` already counts the run (store.claim_queued): each run is logged one too high")
 def test_the_event_log_numbers_a_jobs_runs_from_one(tmp_path):
