@@ -58,7 +58,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "reward": (f"{EVALUATOR}/reward.py", ["tests/unit/evaluator/test_reward.py", "tests/unit/evaluator/test_prs.py",
                                            "tests/unit/evaluate/test_result.py", "tests/unit/evaluate/test_options.py",
                                            DEFAULTS_TEST]),
-    "optrace": (f"{EVALUATOR}/optrace.py", ["tests/unit/evaluate/test_optrace.py",
+    "optrace": (f"{EVALUATOR}/worker/optrace.py", ["tests/unit/evaluate/test_optrace.py",
                                              "tests/unit/evaluate/test_optrace_work.py",
                                              "tests/unit/evaluate/test_hostread.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
@@ -70,13 +70,17 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # workers; only the host side (the test process) is mutated: the fork server and workers run in
     # processes of their own, which import the unmutated package.
     "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
-    "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py"]),
-    # The trusted (reference) path only: the jailed candidate path's tests (test_forkserver.py, minutes)
-    # would make each mutant cost minutes on a 2-core machine.
+    "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py",
+                                                   "tests/execution/test_references_keys.py"]),
+    # Reference servers, trusted and jailed: the jailed candidate path's tests (test_forkserver.py,
+    # minutes) would make each mutant cost minutes on a 2-core machine.
     "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",
+                                                   "tests/execution/test_references_keys.py",
                                                    "tests/execution/test_references_lru.py"]),
     "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
-    "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core.py"]),
+    # test_core.py (a running job cancelled: minutes) is left out; the HTTP tests run the service in a
+    # process of its own, which imports the unmutated package.
+    "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core_units.py"]),
     "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
     "history": (f"{ENV}/history.py", ["tests/env/test_history.py", "tests/env/test_history_bounds.py"]),
     "feedback": (f"{ENV}/feedback.py", ["tests/env/test_feedback.py", "tests/env/test_feedback_budget.py",
@@ -125,7 +129,8 @@ class ModuleScore:
         return self.detected / self.total if self.total else None
 
 
-def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str], revision: str | None) -> None:
+def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str], revision: str | None,
+                      timeout_multiplier: float | None = None) -> None:
     """A fresh copy of the sources and tests with a setup.cfg naming one file to mutate."""
     if workspace.exists():
         shutil.rmtree(workspace)
@@ -142,6 +147,8 @@ def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str],
     lines = ["[mutmut]", "source_paths = src/", f"only_mutate = {target}", "use_git_change_detection = false",
              "pytest_add_cli_args ="] + [f"    --deselect={t}" for t in DESELECTED]
     lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
+    if timeout_multiplier is not None:  # mutmut stops a mutant's tests after 2 x this x (their time + 1 s)
+        lines.append(f"timeout_multiplier = {timeout_multiplier}")
     (workspace / "setup.cfg").write_text("\n".join(lines) + "\n")
     source = workspace / target
     text = undecorate(source.read_text())
@@ -151,6 +158,15 @@ def prepare_workspace(workspace: Path, name: str, target: str, tests: list[str],
         if count != 1:
             raise SystemExit(f"{target}: expected one single-line `def {function}(...):`, found {count}")
     source.write_text(text)
+    # Jailed workers and fork servers (bwrap) import tritongym through the virtual environment's path
+    # file, i.e. from this repository's src/, which a jail shows only when it is among the folders
+    # `jail.sandbox.python_paths` binds: the package folders on sys.path and tritongym's own root (here the
+    # workspace's mutated copy). A folder named site-packages that links to src/ makes it one; the
+    # mutmut process appends it to sys.path, after everything else, so the tests still import the
+    # mutated copy and the jailed processes the unmutated package (as unjailed workers do).
+    link = workspace / JAIL_SITE
+    link.parent.mkdir(parents=True)
+    link.symlink_to(REPO / "src", target_is_directory=True)
 
 
 def undecorate(text: str) -> str:
@@ -193,11 +209,56 @@ def read_results(workspace: Path, target: str) -> tuple[dict[str, str], str | No
             for name, code in data["exit_code_by_key"].items()}, None
 
 
+# A string literal written as SQL: an upper-case SQL keyword as a word, and no quote inside (a quoted SQL
+# literal's case would matter). SQLite reads keywords and identifiers without regard to letter case, so
+# mutmut's two case mutants of such a string (all lower case, all upper case) change nothing; the third
+# mutant of every string ("XX" around it) is kept. Only the keywords this code base writes in its SQL.
+SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|BEGIN|COMMIT|ROLLBACK|FROM|WHERE|AND|OR|NOT|IN|"
+                         r"ORDER BY|GROUP BY|LIMIT|OFFSET|VALUES|SET|DISTINCT|COUNT|NULL|IS|INTO)\b")
+
+
+def is_sql(text: str) -> bool:
+    return bool(SQL_KEYWORD.search(text)) and "'" not in text and '"' not in text
+
+
+def string_value(literal: str) -> str:
+    """The text between the quotes of a simple string literal as mutmut sees it (prefix and quotes off)."""
+    start = min(i for i in (literal.find('"'), literal.find("'")) if i != -1)
+    return literal[start + 1:-1]
+
+
+def install_sql_case_filter() -> None:
+    """Make mutmut's string operator skip the letter-case mutants of SQL strings (see SQL_KEYWORD).
+
+    mutmut (3.8) has no option for this; its operator table is a list it reads when it mutates a file,
+    so the string operator is replaced there, in this process, before mutmut's command line runs.
+    """
+    from mutmut.mutation import mutators
+
+    table = mutators.mutation_operators
+    index = [i for i, (_, op) in enumerate(table) if op is mutators.operator_string]
+    if len(index) != 1:
+        raise SystemExit(f"mutmut {mutators.__name__}: expected one string operator, found {len(index)}")
+    original = mutators.operator_string
+
+    def operator_string(node):  # type: ignore[no-untyped-def]
+        for mutant in original(node):
+            before, after = string_value(node.value), string_value(mutant.value)
+            if is_sql(before) and before.lower() == after.lower():
+                continue  # a case-only mutant of SQL: equivalent
+            yield mutant
+
+    table[index[0]] = (table[index[0]][0], operator_string)
+
+
+JAIL_SITE = "jail-path/site-packages"
+
+
 def mutmut_command() -> list[str]:
-    # The console script, not `python -m mutmut`: under -m, mutmut's __main__ module would be imported a
-    # second time by the mutated code's trampolines and fail on multiprocessing.set_start_method.
-    script = Path(sys.executable).parent / "mutmut"
-    return [str(script)] if script.exists() else [shutil.which("mutmut") or "mutmut"]
+    # This script in its mutmut mode (below), not `python -m mutmut`: under -m, mutmut's __main__ module
+    # would be imported a second time by the mutated code's trampolines and fail on
+    # multiprocessing.set_start_method. Here it is imported once, as mutmut.__main__, like its console script.
+    return [sys.executable, str(Path(__file__).resolve()), "--as-mutmut"]
 
 
 def show_mutant(workspace: Path, name: str) -> str:
@@ -207,11 +268,11 @@ def show_mutant(workspace: Path, name: str) -> str:
 
 
 def run_module(name: str, workdir: Path, jobs: int, show: bool, revision: str | None,
-               mutants: list[str] | None = None) -> ModuleScore:
+               mutants: list[str] | None = None, timeout_multiplier: float | None = None) -> ModuleScore:
     target, tests = MODULES[name]
     score = ModuleScore(module=name, path=target, tests=tests)
     workspace = workdir / name
-    prepare_workspace(workspace, name, target, tests, revision)
+    prepare_workspace(workspace, name, target, tests, revision, timeout_multiplier)
     # One torch/OpenMP thread: mutmut forks a test process per mutant from a process that has run torch,
     # and a forked child that finds torch's thread pool already started can hang (read as a timeout).
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -252,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", nargs="+", metavar="GLOB",
                         help="test only the mutants whose names match (mutmut's globs, e.g. '*ǁLocalPoolǁcancel*'): "
                              "a bounded run of a module whose tests are slow; the others count as not checked")
+    parser.add_argument("--timeout-multiplier", type=float, metavar="X",
+                        help="stop a mutant's tests after 2 X (their unmutated time + 1 s) of wall time and count it "
+                             "as detected (mutmut's default X is 15; a lower X bounds the cost of a mutant that "
+                             "hangs a slow test)")
     parser.add_argument("--revision", default="HEAD",
                         help="the commit to test (default HEAD); 'worktree' copies the working tree as it is")
     args = parser.parse_args(argv)
@@ -275,13 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'module':14} {'detect.':>7} {'surv.':>6} {'other':>6} {'score':>7} {'time':>8}", flush=True)
     failed = False
     for name in args.modules or list(MODULES):
-        score = run_module(name, args.workdir, args.jobs, args.survivors, revision, args.mutants)
+        score = run_module(name, args.workdir, args.jobs, args.survivors, revision, args.mutants,
+                           args.timeout_multiplier)
         pct = f"{100 * score.score:.1f}%" if score.score is not None else "-"
         print(f"{name:14} {score.detected:7} {score.survived:6} {sum(score.other.values()):6} {pct:>7} "
               f"{score.seconds:7.0f}s  {score.other or ''} {score.error or ''}", flush=True)
         failed |= score.error is not None
         summary[name] = asdict(score) | {
             "score": score.score, "revision": revision or "working tree", "mutants": args.mutants or "all",
+            "timeout_multiplier": args.timeout_multiplier,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
         summary_path.write_text(json.dumps(summary, indent=2))
@@ -289,4 +356,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--as-mutmut"]:  # mutmut's own command line, with the SQL case filter installed
+        install_sql_case_filter()
+        if (Path.cwd() / JAIL_SITE).is_dir():  # a workspace of prepare_workspace's
+            sys.path.append(str(Path.cwd() / JAIL_SITE))
+        from mutmut.__main__ import cli
+
+        sys.argv = ["mutmut", *sys.argv[2:]]
+        sys.exit(cli())
     sys.exit(main())

@@ -152,3 +152,55 @@ def test_invalid_option_override_is_an_options_error():
 def test_broken_reference_raises_problem_error_not_a_verdict():
     with pytest.raises(ProblemError, match="this problem cannot make its inputs"):
         evaluate(PROBLEMS / "broken_reference.py", candidate("relu_honest"), device="cpu", num_trials=1)
+
+
+#: A problem whose code rewrites what its own reference worker sends (a client's problem runs
+#: there and is as untrusted as a candidate): the trial replies keep their kind, one field is bad.
+MALFORMED_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+from tritongym.evaluator.common import channel as _channel
+
+_send = _channel.Channel.send
+
+
+def _malformed(self, kind, payload=None):
+    if kind == "trial" and isinstance(payload, dict):
+        payload = dict(payload)
+        {change}
+    return _send(self, kind, payload)
+
+
+_channel.Channel.send = _malformed
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 125)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ('payload.pop("compute_ops")', "compute_ops"),
+    ('payload["compute_work"] = ["many", "ops"]', "compute_work"),
+    ('payload["finite"] = "yes"', "finite"),
+    ('payload["inputs"] = 3', "inputs"),
+])
+def test_a_malformed_reference_reply_is_the_problems_error_never_the_candidates_crash(tmp_path, change, field):
+    # Before: a KeyError or ValueError while reading the reply became the honest candidate's `crashed`.
+    problem = tmp_path / "hostile_reference.py"
+    problem.write_text(MALFORMED_REFERENCE.replace("{change}", change))
+    with pytest.raises(ProblemError, match=f"malformed 'trial' reply.*{field}"):
+        evaluate(problem, candidate("relu_honest"), device="cpu", num_trials=1)
+    # Control: the same problem without the rewrite is an ordinary task the candidate passes.
+    problem.write_text(MALFORMED_REFERENCE.replace("{change}", "pass"))
+    assert evaluate(problem, candidate("relu_honest"), device="cpu", num_trials=1).status == Status.OK

@@ -200,3 +200,15 @@ def test_trimmed_lines_are_distinct_in_order_and_keep_the_first_and_the_last():
 def test_a_single_section_over_the_budget_is_cut_and_a_droppable_one_dropped():
     result = ok_result(speedup=3.0, speedup_vs_compile=None, timing=None, coverage=None, kernel_profile=[])
     assert FeedbackPolicy("standard", max_chars=len(HEAD_OK) + 5).render(result) == HEAD_OK
+
+
+def test_a_trial_wrong_within_the_tolerance_is_reported_whole_without_values_up_to_600_characters():
+    from tritongym.evaluator.trivial import HIDDEN_BY_TOLERANCE
+
+    message = (f"out: each element {HIDDEN_BY_TOLERANCE} the tolerance is wide; expected 1.5, got 2.5; "
+               "the relative L2 error is 0.4")
+    assert FeedbackPolicy._trial_line(mismatch(3, message)) == (
+        f"trial 3 (offset): out: each element {HIDDEN_BY_TOLERANCE} the tolerance is wide; values withheld; "
+        "the relative L2 error is 0.4")
+    long = f"out: {HIDDEN_BY_TOLERANCE} " + "x" * 700
+    assert FeedbackPolicy._trial_line(mismatch(4, long)) == "trial 4 (offset): " + long[:600]

@@ -91,3 +91,35 @@ def test_a_dead_server_is_lost_and_refuses_jobs():
     finally:
         launcher.close()
     assert not launcher._home.exists()
+
+
+def test_kill_current_kills_the_running_worker_and_is_a_no_op_without_one(server):
+    runner = ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                             spawner=server.start)
+    try:
+        worker = runner.process
+        assert server._current == worker.job and worker.alive()
+        server.kill_current()  # from a cancelling thread: sends the kill, the slot reaps
+        assert server.exit_code(worker.job, wait=10.0) is not None
+        assert worker.exit_description() in ("killed by SIGKILL", "exited with code 137")
+        server.kill_current()  # the job has exited: nothing is sent
+        worker.release()
+        assert server._current is None
+        server.kill_current()  # no running job: nothing is sent
+        assert not server.lost()
+    finally:
+        runner.close()
+    # The server still serves.
+    again = ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                            spawner=server.start)
+    try:
+        assert again.process.alive() and not server.lost()
+    finally:
+        again.close()
+
+
+def test_host_pid_finds_nothing_where_no_descendant_matches():
+    from tritongym.execution.forkserver import host_pid
+
+    assert host_pid(os.getpid(), ["no-such-pid"]) is None
+    assert host_pid(os.getpid(), []) == os.getpid()  # no nested namespace: the root itself

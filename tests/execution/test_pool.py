@@ -205,7 +205,8 @@ def test_a_string_solution_is_source_text_never_a_path_to_read(pool):
     # A model's one-line reply that names a file on this machine must not make the evaluator read it.
     as_text = pool.submit(EvalRequest(RELU_PROBLEM, str(HONEST), OPTIONS)).result(timeout=300)
     assert as_text.status == Status.COMPILE_ERROR, (as_text.status, as_text.error)
-    assert "SyntaxError" in (as_text.error or "")  # the path, parsed as Python
+    # The same verdict as tritongym.evaluate gives it: the text is not read, and the message says what to pass.
+    assert "not Python source" in (as_text.error or "") and "pass pathlib.Path(" in (as_text.error or "")
     as_path = pool.submit(EvalRequest(RELU_PROBLEM, HONEST, OPTIONS)).result(timeout=300)
     assert as_path.status == Status.OK
 

@@ -166,3 +166,28 @@ def test_closing_cancels_the_queued_jobs_and_counts_them():
     assert running.result(timeout=1).status == Status.TIMEOUT
     stats = pool.stats()
     assert (stats.cancelled, stats.completed, stats.busy, stats.queued) == (2, 1, 0, 0)
+
+
+def test_where_each_jobs_reference_runs():
+    from tritongym.execution.references import FreshJailedReferences
+
+    honest = FIXTURES / "relu_honest.py"
+    jailed_options = EvalOptions(**{**OPTIONS.__dict__, "sandbox": "bwrap"})
+    open_options = EvalOptions(**{**OPTIONS.__dict__, "sandbox": "none"})
+    with LocalPool(1, launcher="spawn", reference_cache=2) as pool:
+        trusted = EvalRequest(RELU_PROBLEM, honest, jailed_options)
+        client = EvalRequest(RELU_PROBLEM, honest, jailed_options, trusted_problem=False)
+        assert pool.references_for(trusted, jailed_options) is pool.references  # warm, unjailed
+        assert pool.references_for(client, jailed_options) is pool.references.jailed()  # warm, jailed
+        # Without a sandbox there is no jail to put client code in: the trusted cache serves it.
+        assert pool.references_for(client, open_options) is pool.references
+    with LocalPool(1, launcher="spawn", reference_cache=0) as pool:
+        assert pool.references_for(trusted, jailed_options) is None  # a fresh trusted worker each time
+        assert isinstance(pool.references_for(client, jailed_options), FreshJailedReferences)
+        assert pool.references_for(client, open_options) is None
+
+
+def test_two_gpus_are_already_spread_over():
+    from tritongym.execution.pool import slot_device
+
+    assert [slot_device("cuda", i, 2) for i in range(3)] == ["cuda:0", "cuda:1", "cuda:0"]

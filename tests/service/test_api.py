@@ -105,11 +105,11 @@ def test_refusals_are_4xx_with_a_reason(http, body, status, reason):
 
 
 def test_one_line_solution_naming_a_file_is_source_not_a_path(http, tmp_path):
-    # The evaluator reads a one-line '*.py' string as a path; the service must never read the
-    # server's files for a client.
+    # A str solution is source text everywhere; the service must never read the server's files for a client.
     secret = EXAMPLES / "01_scaled_add.py"
     job = http.post("/v1/evaluate", json=item(str(secret))).json()
     assert job["result"]["status"] == "compile_error"
+    assert "not Python source" in job["result"]["error"] and "_scaled_add_kernel" not in job["result"]["error"]
 
 
 def test_metrics_status_page_docs_and_event_log(http, server):

@@ -2,7 +2,8 @@
 
 Claims (oldest first, `limit`, `exclude`), unclaims, answers only from queued/running, requeue,
 counts per state and client, chunked reads past 500 ids, recent and since-queries, pruning by age
-and count (and the problems no job needs any more), problem registration and listing, and a batch
+and count (and the problems no job needs any more), problem registration, listing, counting and
+pruning by age and count, and a batch
 whose idempotency key conflicts inserting nothing.
 """
 
@@ -269,3 +270,66 @@ def test_the_store_is_shared_by_threads_and_creates_its_folders(tmp_path):
         assert seen == ["job-1", "job-1"]
     finally:
         store.close()
+
+
+def register(store: JobStore, *hashes: str) -> None:
+    """Register `hashes` in this order (each a later registration time than the one before)."""
+    for content_hash in hashes:
+        store.put_problem(content_hash, f"src-{content_hash}", "n", "p", None, registered=True)
+
+
+def test_problem_counts_registered_only_or_all(store):
+    assert (store.count_problems(), store.count_problems(registered_only=False)) == (0, 0)
+    register(store, "r1", "r2")
+    store.put_problem("u1", "src", "n", "p", None, registered=False)
+    assert store.count_problems() == 2
+    assert store.count_problems(registered_only=True) == 2
+    assert store.count_problems(registered_only=False) == 3
+
+
+def test_pruning_problems_by_count_keeps_the_newest_registrations_and_those_jobs_use(store):
+    register(store, "used", "p2", "p3", "p4")
+    store.put_problem("unregistered", "src", "n", "p", None, registered=False)
+    store.insert_jobs([job(1, problem="used")])
+    assert store.prune_problems(max_age_s=None, max_problems=None) == []
+    assert store.count_problems() == 4
+    # The newest three are p4, p3, p2: nothing unused lies beyond them ("used", the oldest, has a job).
+    assert store.prune_problems(max_age_s=None, max_problems=3) == []
+    assert store.prune_problems(max_age_s=None, max_problems=2) == ["p2"]
+    assert store.get_problem("p2") is None and store.get_problem("used") is not None
+    assert store.count_problems() == 3
+    # The bound counts registrations jobs use too: of the newest one (p4) only "used" survives besides.
+    assert store.prune_problems(max_age_s=None, max_problems=1) == ["p3"]
+    assert sorted(p.hash for p in store.list_problems()) == ["p4", "used"]
+    assert store.prune_problems(max_age_s=None, max_problems=0) == ["p4"]
+    assert [p.hash for p in store.list_problems()] == ["used"]
+    # Unregistered problems are `prune`'s (when no job needs them), never this bound's.
+    assert store.get_problem("unregistered") is not None
+    assert store.count_problems(registered_only=False) == 2
+
+
+def test_registering_again_renews_a_problem_against_the_count_bound(store):
+    register(store, "a", "b", "c")
+    register(store, "a")  # now the newest registration
+    assert store.prune_problems(max_age_s=None, max_problems=1) in (["b", "c"], ["c", "b"])
+    assert [p.hash for p in store.list_problems()] == ["a"]
+
+
+def test_pruning_problems_by_age(store):
+    register(store, "p1", "p2")
+    store.insert_jobs([job(1, problem="p1")])
+    assert store.prune_problems(max_age_s=3600, max_problems=None) == []  # all registered just now
+    assert store.count_problems() == 2
+    assert store.prune_problems(max_age_s=0, max_problems=None) == ["p2"]  # older than now, and unused
+    assert [p.hash for p in store.list_problems()] == ["p1"]
+
+
+def test_pruning_problems_by_age_and_count_names_each_once(store):
+    register(store, "p1", "p2", "p3")
+    # The age dooms all three, the count p1 and p2 as well: each hash is deleted and returned once.
+    doomed = store.prune_problems(max_age_s=0, max_problems=1)
+    assert sorted(doomed) == ["p1", "p2", "p3"] and len(doomed) == 3
+    assert store.count_problems(registered_only=False) == 0
+    register(store, "q1", "q2")
+    doomed = store.prune_problems(max_age_s=0, max_problems=0)
+    assert sorted(doomed) == ["q1", "q2"] and len(doomed) == 2

@@ -22,7 +22,6 @@ from pathlib import Path
 from tritongym.cli.options import (
     add_eval_options,
     add_size_option,
-    first_line,
     options_from,
     problems_at_size,
     resolve_size,
@@ -93,32 +92,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in paired if job.problem.problem_id in by_id]
     from concurrent.futures import as_completed
 
+    from tritongym.cli.run_table import RunTable
     from tritongym.execution import EvalRequest, LocalPool, default_workers
     from tritongym.execution.api import _progress_bar
     from tritongym.execution.pool import _cores
 
     started = time.monotonic()
-    counts: dict[str, int] = {}
-    rewards = []
     sandboxes: set[str] = set()
-    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115 - closed below
-
-    def record(line: dict) -> None:
-        if out is not None:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
-        if args.json:
-            print(json.dumps(line), flush=True)
-
-    for problem_id, reason in refused:
-        counts["refused"] = counts.get("refused", 0) + 1
-        record({"problem": problem_id, "refused": reason, "problem_size": size})
-    if not args.json:
-        print(f"{'problem':60s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
-        for problem_id, reason in refused:
-            print(f"{problem_id:60s} {'(refused)':20s}\n    {reason}")
     bar = _progress_bar(len(jobs), args.progress)
-    write = bar.write if bar is not None else print
+    table = RunTable(args, write=bar.write if bar is not None else print)
+    table.start(refused, size)
     workers = args.workers or default_workers(options.device)
     try:
         if jobs:
@@ -135,40 +118,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                     try:
                         result = future.result()
                     except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest
-                        counts["error"] = counts.get("error", 0) + 1
-                        reason = printable(f"{type(exc).__name__}: {exc}")[:300]
-                        record({**head, "error": reason})
-                        if not args.json:
-                            write(f"{job.shown[:60]:60s} {'(evaluator error)':20s}\n    {reason}")
+                        table.error(head, job.shown, printable(f"{type(exc).__name__}: {exc}")[:300])
                         continue
-                    counts[str(result.status)] = counts.get(str(result.status), 0) + 1
-                    rewards.append(result.reward)
                     sandboxes.add(result.sandbox)
-                    record({**head, **result.to_dict()})
-                    if not args.json:
-                        passed = sum(t.passed for t in result.trials)
-                        write(f"{job.shown[:60]:60s} {str(result.status):20s} {result.reward:7.3f} "
-                              f"{passed:>3d}/{len(result.trials):<3d} {result.duration_s:8.1f}")
-                        if result.error and not result.correct:
-                            write("    " + first_line(printable(result.error.strip().splitlines()[-1])))
+                    table.verdict(head, job.shown, result)
                 stats = pool.stats()
         else:
             stats = None
     finally:
-        if out is not None:
-            out.close()
+        table.close()
     if bar is not None:
         bar.close()
     if not args.json:
-        total = sum(counts.values())
-        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
         mode = "/".join(sorted(sandboxes - {"not started"})) or "none needed (every verdict was static)"
         warning = "  UNSANDBOXED: candidates could reach this machine" if "none" in sandboxes else ""
         scaled = sum(job.problem.size == "cpu" for job in jobs)
         sized = f" ({scaled} at CPU size)" if scaled else ""
-        print(f"\n{total} evaluated{sized}: {summary}; mean reward {mean:.3f}; "
-              f"{time.monotonic() - started:.0f} s")
+        print(f"\n{table.summary(sized)}; {time.monotonic() - started:.0f} s")
         if stats is not None:
             print(f"sandbox: {mode}; {stats.slots} worker(s), candidates started by {stats.launcher}{warning}")
         if missing:

@@ -39,6 +39,9 @@ from tritongym.evaluator.result import (
 )
 from tritongym.evaluator.session import CandidateFailed, WorkerHandle
 
+#: A number in a reference worker's reply (its fields are checked there: `ReferenceRunner.request`).
+_NUMBER = (int, float)
+
 
 class _Evaluation(Protocol):
     """What the measurement phases read and write of an evaluation in progress (`parent._Evaluation`
@@ -130,7 +133,8 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
     charged = 0
     try:
         ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms, "variants": variants},
-                                      "time_ready")
+                                      "time_ready", optional={"variants": (dict, type(None)), "method": str,
+                                                              "device_name": str, "dense_matmul_flops": _NUMBER})
         failed = {name: why for name, why in (ref_ready.get("variants") or {}).items() if why}
         for name, why in failed.items():
             _add_notice(evaluation, NoticeCode.BASELINE_UNAVAILABLE,
@@ -153,7 +157,7 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                 for _ in range(size):
                     sent = time.perf_counter()
                     done = reference.request("rep", {"seed": evaluation.seed_source(), "variant": variant},
-                                             "rep_done")
+                                             "rep_done", required={"ms": _NUMBER, "host_ms": _NUMBER})
                     reference.request("drop", {}, "dropped")
                     elapsed = (time.perf_counter() - sent) * 1e3
                     if variant == "eager" or not eager_timed:
@@ -178,7 +182,8 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                 charged += done.get("charged") is True
                 if rep_index in rechecked:
                     kept = evaluation.expect(candidate.request("keep", {}), "output", phase)
-                    expected = reference.request("expected_for", {"seed": seed}, "expected")
+                    expected = reference.request("expected_for", {"seed": seed}, "expected",
+                                                 required={"expected": object})
                     comparison = compare_outputs(expected["expected"], kept.get("outputs"),
                                                  evaluation.options.tolerance_for)
                     if not comparison.passed:
@@ -225,7 +230,8 @@ def _judge_timing(evaluation: _Evaluation, reference: ReferenceRunner, ref_ready
                     "streams); those calls were timed to the point the device went idle")
     floor_ms = bandwidth = flop_floor = None
     if meaningful:
-        measured = reference.request("bandwidth", {}, "bandwidth")
+        measured = reference.request("bandwidth", {}, "bandwidth",
+                                     optional={"bytes_per_s": _NUMBER, "flops_per_s": _NUMBER})
         bandwidth = float(measured.get("bytes_per_s", 0.0))
         floor_ms = plausibility.physics_floor_ms(evaluation.bytes_moved, bandwidth)
         if candidate_median < floor_ms:

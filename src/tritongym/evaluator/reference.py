@@ -19,8 +19,10 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from tritongym.errors import EvaluatorError, ProblemError
@@ -38,6 +40,31 @@ JAILED_REFERENCE_LIMITS = ResourceLimits(memory_bytes=32 << 30, max_processes=40
 #: Largest frame a jailed reference may send (a trusted one: no bound but memory). KernelBench's
 #: largest inputs and outputs are a few GiB; a client's problem must not grow the server without end.
 JAILED_REFERENCE_MAX_FRAME = 16 << 30
+
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
+
+def _is_a(value: Any, types: type | tuple[type, ...]) -> bool:
+    """isinstance, where a bool is not a number (a JSON ``true`` is no millisecond count)."""
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        return types is object
+    return isinstance(value, types)
+
+
+def check_reply_fields(problem_id: str, kind: str, expect: str, reply: dict[str, Any],
+                       required: Mapping[str, type | tuple[type, ...]] = _NONE,
+                       optional: Mapping[str, type | tuple[type, ...]] = _NONE) -> dict[str, Any]:
+    """`reply`, if every `required` field is there and every field named has its type; else the
+    problem's `ProblemError` (its code runs in the reference worker and can rewrite what it sends)."""
+    for key, types in (*required.items(), *optional.items()):
+        missing = key not in reply
+        if (missing and key in required) or (not missing and not _is_a(reply[key], types)):
+            found = "missing" if missing else type(reply[key]).__name__
+            raise ProblemError(f"problem {problem_id}: the reference worker sent a malformed {expect!r} reply to "
+                               f"{kind!r} (field {key!r}: {found}); a problem's code must not rewrite what its "
+                               "worker sends")
+    return reply
 
 
 class ReferenceWorkerLost(ProblemError):
@@ -132,8 +159,15 @@ class ReferenceRunner:
         self.channel.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def request(self, kind: str, payload: Any, expect: str) -> dict[str, Any]:
-        """One request/reply; the problem's own failures become `ProblemError`."""
+    def request(self, kind: str, payload: Any, expect: str, required: Mapping[str, type | tuple[type, ...]] = _NONE,
+                optional: Mapping[str, type | tuple[type, ...]] = _NONE) -> dict[str, Any]:
+        """One request/reply; the problem's own failures become `ProblemError`.
+
+        `required` and `optional` name the reply's fields and their types: the problem's code runs
+        in the reference worker and can rewrite what it sends (a client's problem is as untrusted
+        as a candidate), so a reply of the right kind with a missing or mistyped field is the
+        problem's fault, never a crash blamed on the candidate.
+        """
         name = self.problem.problem_id
         started = time.monotonic()
         try:
@@ -166,19 +200,26 @@ class ReferenceRunner:
             raise EvaluatorError(f"the GPU failed in the reference worker before the problem was loaded: {detail}")
         if message.kind != expect or not isinstance(message.payload, dict):
             raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
-        return message.payload
+        return check_reply_fields(name, kind, expect, message.payload, required, optional)
 
     def setup(self, weight_seed: int) -> Any:
         """Build `Model` under `weight_seed`; returns ``get_init_inputs()`` (drawn under the same seed)."""
-        ready = self.request("setup", {"weight_seed": weight_seed}, "ready")
+        ready = self.request("setup", {"weight_seed": weight_seed}, "ready", required={"init_inputs": (list, tuple)},
+                             optional={"fp32": (str, type(None))})
         note = ready.get("fp32")
         self.fp32_note = note if isinstance(note, str) else None
         return ready["init_inputs"]
 
     def trial(self, seed: int, family: str = FAMILY_TASK, truth: bool = False) -> ReferenceTrial:
         """Inputs from `seed` (perturbed by `family`) and the reference's outputs on them."""
-        reply = self.request("trial", {"seed": seed, "family": family, "truth": truth}, "trial")
-        return ReferenceTrial(family=family, inputs=list(reply["inputs"]), expected=reply["expected"],
-                              compute_ops=list(reply["compute_ops"]), finite=bool(reply["finite"]),
-                              compute_work=tuple(int(v) for v in reply.get("compute_work", (0, 0))),
-                              truth=reply.get("truth"))
+        reply = self.request("trial", {"seed": seed, "family": family, "truth": truth}, "trial",
+                             required={"inputs": list, "expected": object, "compute_ops": list, "finite": bool},
+                             optional={"compute_work": (list, tuple)})
+        work = reply.get("compute_work", (0, 0))
+        if len(work) != 2 or not all(_is_a(v, int) for v in work) or \
+                not all(isinstance(op, str) for op in reply["compute_ops"]):
+            raise ProblemError(f"problem {self.problem.problem_id}: the reference worker sent a malformed 'trial' "
+                               "reply (compute_ops must be op names, compute_work two integers)")
+        return ReferenceTrial(family=family, inputs=reply["inputs"], expected=reply["expected"],
+                              compute_ops=list(reply["compute_ops"]), finite=reply["finite"],
+                              compute_work=(int(work[0]), int(work[1])), truth=reply.get("truth"))

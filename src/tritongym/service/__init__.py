@@ -12,7 +12,9 @@ this package pulls in neither. See docs/service.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tritongym.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tritongym.service.app import create_app  # noqa: F401
@@ -32,18 +34,10 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tritongym.service' has no attribute {name!r}")
-    import importlib
+def _missing_extra(name: str, exc: ImportError) -> Exception:
+    from tritongym.errors import DependencyError
 
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        from tritongym.errors import DependencyError
+    return DependencyError(f"tritongym.service.{name} needs the service extra (pip install -e '.[service]'): {exc}")
 
-        raise DependencyError(f"tritongym.service.{name} needs the service extra "
-                              f"(pip install -e '.[service]'): {exc}") from exc
-    globals()[name] = value
-    return value
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), on_import_error=_missing_extra)

@@ -8,7 +8,6 @@ is given. The server's imports (FastAPI, uvicorn) happen only when ``serve`` run
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -169,7 +168,8 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from tritongym.bench.solutions import pair_solutions
-    from tritongym.cli.options import first_line, options_from
+    from tritongym.cli.options import options_from
+    from tritongym.cli.run_table import RunTable
     from tritongym.evaluator.result import printable
     from tritongym.service.client import JobFailed, ServiceHTTPError
     from tritongym.tasks import load_problems, select_problems
@@ -194,24 +194,8 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
         jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in jobs if job.problem.problem_id in by_id]
     options = options_from(args)
     started = time.monotonic()
-    counts: dict[str, int] = {}
-    rewards: list[float] = []
-    out = open(args.out, "w", encoding="utf-8") if getattr(args, "out", None) else None  # noqa: SIM115 - closed below
-
-    def record(line: dict[str, Any]) -> None:
-        if out is not None:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
-        if args.json:
-            print(json.dumps(line), flush=True)
-
-    for problem_id, reason in refused:
-        counts["refused"] = counts.get("refused", 0) + 1
-        record({"problem": problem_id, "refused": reason, "problem_size": size})
-    if not args.json:
-        print(f"{'problem':60s} {'status':20s} {'reward':>7s} {'trials':>7s} {'seconds':>8s}")
-        for problem_id, reason in refused:
-            print(f"{problem_id:60s} {'(refused)':20s}\n    {reason}")
+    table = RunTable(args, write=lambda line: print(line, flush=True))
+    table.start(refused, size)
     try:
         with _client(args) as client:
             stream = client.evaluate_many([(_problem_at(job.problem, size), job.solution, options) for job in jobs],
@@ -221,32 +205,16 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
                 head = {"problem": job.problem.problem_id, "name": job.problem.name, "sample": job.sample,
                         "solution": str(job.solution)}
                 if isinstance(outcome, JobFailed):
-                    counts["error"] = counts.get("error", 0) + 1
-                    reason = printable(str(outcome))[:300]
-                    record({**head, "error": reason})
-                    if not args.json:
-                        print(f"{job.shown[:60]:60s} {'(evaluator error)':20s}\n    {reason}", flush=True)
-                    continue
-                counts[str(outcome.status)] = counts.get(str(outcome.status), 0) + 1
-                rewards.append(outcome.reward)
-                record({**head, **outcome.to_dict()})
-                if not args.json:
-                    passed = sum(t.passed for t in outcome.trials)
-                    print(f"{job.shown[:60]:60s} {str(outcome.status):20s} {outcome.reward:7.3f} "
-                          f"{passed:>3d}/{len(outcome.trials):<3d} {outcome.duration_s:8.1f}", flush=True)
-                    if outcome.error and not outcome.correct:
-                        print("    " + first_line(printable(outcome.error.strip().splitlines()[-1])), flush=True)
+                    table.error(head, job.shown, printable(str(outcome))[:300])
+                else:
+                    table.verdict(head, job.shown, outcome)
     except ServiceHTTPError as exc:
         print(f"tritongym run: the server refused the request: {exc}", file=sys.stderr)
         return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
     finally:
-        if out is not None:
-            out.close()
+        table.close()
     if not args.json:
-        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
-        print(f"\n{sum(counts.values())} evaluated on {args.server}: {summary}; mean reward {mean:.3f}; "
-              f"{time.monotonic() - started:.0f} s")
+        print(f"\n{table.summary(f' on {args.server}')}; {time.monotonic() - started:.0f} s")
         if missing:
             shown = ", ".join(p.name for p in missing[:5])
             print(f"{len(missing)} of {len(problems)} problem(s) had no solution file (e.g. {shown}); "

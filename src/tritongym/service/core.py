@@ -565,8 +565,10 @@ class EvaluationService:
         final = dataclasses.replace(record, state=state, finished=now, result=data, error=error) if stored else None
         if stored:
             self.metrics.observe(state, result)
+            # A claimed record already counts its run (store.claim_queued); a job cancelled in the
+            # queue never ran: attempt 0.
             event = {"time": time.time(), "job": record.id, "api": record.api, "client": record.client,
-                     "problem_hash": record.problem_hash, "state": state.value, "attempt": record.attempts + 1,
+                     "problem_hash": record.problem_hash, "state": state.value, "attempt": record.attempts,
                      "queued_s": round(time.time() - record.submitted, 4)}
             if data is not None:
                 event["result"] = data

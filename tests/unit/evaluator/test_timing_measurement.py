@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 import tritongym
-from tritongym.errors import OptionsError
+from tritongym.errors import OptionsError, ProblemError
 from tritongym.evaluator import measurement
 from tritongym.evaluator.common.channel import Message
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import _Evaluation
+from tritongym.evaluator.reference import check_reply_fields
 from tritongym.evaluator.result import EvalResult, NoticeCode, Status, TimingReport, ViolationCode
 from tritongym.evaluator.session import CandidateFailed
 
@@ -63,7 +64,11 @@ class ScriptedReference:
     fp32_note: str | None = None
     variants: dict[str, Any] = field(default_factory=dict)
 
-    def request(self, kind: str, payload: Any, expect: str) -> dict[str, Any]:
+    def request(self, kind: str, payload: Any, expect: str, required: Any = None,
+                optional: Any = None) -> dict[str, Any]:
+        return check_reply_fields("scripted", kind, expect, self._reply(kind, payload), required or {}, optional or {})
+
+    def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
         if kind == "time_start":
             return {"method": "scripted", "device_name": "fake", "variants": self.variants,
                     "dense_matmul_flops": self.flops}
@@ -114,6 +119,26 @@ def test_a_garbage_rep_reply_is_a_crash_not_an_exception():
     with pytest.raises(CandidateFailed) as failed:
         measurement.run_timing(evaluation(), ScriptedReference(), candidate)
     assert failed.value.status == Status.CRASHED
+
+
+@dataclass
+class GarbledReference(ScriptedReference):
+    """A reference whose problem code rewrote one field of its replies (a client's problem may)."""
+
+    garble: tuple[str, str, Any] = ("rep", "ms", "fast")
+
+    def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
+        reply = super()._reply(kind, payload)
+        if kind == self.garble[0]:
+            reply[self.garble[1]] = self.garble[2]
+        return reply
+
+
+@pytest.mark.parametrize("garble", [("rep", "ms", "fast"), ("rep", "host_ms", True), ("time_start", "variants", ["x"]),
+                                    ("time_start", "dense_matmul_flops", "many")])
+def test_a_garbled_reference_reply_is_the_problems_error_not_the_candidates_crash(garble):
+    with pytest.raises(ProblemError, match=f"malformed .*field '{garble[1]}'"):
+        measurement.run_timing(evaluation(), GarbledReference(garble=garble), honest_candidate())
 
 
 def test_tampering_seen_after_a_timed_call_is_a_violation_and_a_clean_run_is_not():
