@@ -188,15 +188,13 @@ def pretrain(corpus: Corpus, folder: Path, *, size: ModelSize, epochs: int, lr: 
     texts += [FEEDBACK_BEFORE + FEEDBACK_AFTER]
     model, tokenizer = tiny_random_model(texts, seed=seed, hidden_size=size.hidden, num_layers=size.layers,
                                          num_heads=size.heads, vocab_size=size.vocab, max_positions=8192)
-    # The RL phase loads the folder with AutoTokenizer, which (transformers 5) rebuilds the tokenizer of a
-    # folder whose config.json says qwen2 as a Qwen2Tokenizer, whose pre-tokenizer splits text differently
-    # from the tokenizer just trained (and a folder without config.json loads the trained one as it is).
-    # Train on the token ids the RL phase will see: save the model and the tokenizer, reload, use that.
-    from transformers import AutoTokenizer
+    # Train on the token ids the RL phase will see: save the model and the tokenizer and reload the
+    # tokenizer as `run_trl_training` does (`load_tokenizer`; checked again after pretraining).
+    from tritongym.integrations.trl.train import load_tokenizer
 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_tokenizer(str(folder))
     encoded = [encode_conversation(tokenizer, c) for c in corpus.conversations]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     total = epochs * len(encoded)
@@ -227,7 +225,7 @@ def pretrain(corpus: Corpus, folder: Path, *, size: ModelSize, epochs: int, lr: 
             log(f"pretrain epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f} ({time.monotonic() - started:.0f} s)")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    if encode_conversation(AutoTokenizer.from_pretrained(folder), corpus.conversations[0]) != encoded[0]:
+    if encode_conversation(load_tokenizer(str(folder)), corpus.conversations[0]) != encoded[0]:
         raise RuntimeError(f"the tokenizer saved in {folder} does not reproduce the pretraining token ids")
     lengths = [len(ids) for ids, _ in encoded]
     return {"epochs": epochs, "lr": lr, "loss_per_epoch": losses, "wall_s": round(time.monotonic() - started, 1),

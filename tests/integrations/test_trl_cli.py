@@ -97,3 +97,27 @@ def test_without_trl_the_error_names_the_extra(tmp_path):
     assert proc.returncode == 2
     assert "pip install -e '.[trl]'" in proc.stderr and "trl" in proc.stderr
     assert not (tmp_path / "trajectories.jsonl").exists()
+
+
+@needs_trl
+def test_a_saved_tiny_model_reloads_with_the_token_ids_it_was_trained_on(tmp_path):
+    # transformers 5 reloads a qwen2 folder's tokenizer as Qwen2Tokenizer, which splits text other
+    # than tiny-random's byte-level BPE does: `--model runs/x/model` would then train on other ids.
+    from pathlib import Path
+
+    from tritongym.integrations.trl.tiny import tiny_random_model
+    from tritongym.integrations.trl.train import _load_model, load_tokenizer
+    from tritongym.tasks import builtin_suite
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples" / "builtin").glob("*.py"))
+    texts = [p.source for p in builtin_suite()] + [path.read_text() for path in examples]
+    model, trained = tiny_random_model(texts, seed=0)
+    model.save_pretrained(tmp_path)
+    trained.save_pretrained(tmp_path)
+    _, reloaded = _load_model(str(tmp_path), [], seed=0)
+    for text in texts[-3:]:
+        assert reloaded(text)["input_ids"] == trained(text)["input_ids"]
+    chat = [{"role": "user", "content": "Write the kernel."}, {"role": "assistant", "content": texts[-1]}]
+    assert reloaded.apply_chat_template(chat, tokenize=False) == trained.apply_chat_template(chat, tokenize=False)
+    assert reloaded.eos_token == trained.eos_token and reloaded.pad_token == trained.pad_token
+    assert type(load_tokenizer(str(tmp_path))) is type(reloaded)  # the loader the learning benchmark uses

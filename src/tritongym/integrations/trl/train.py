@@ -87,15 +87,43 @@ class TrlTrainConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
 
 
+def _saved_generic_tokenizer(name: str) -> bool:
+    """A local folder whose tokenizer was saved as a generic fast tokenizer (its tokenizer.json is the
+    whole tokenizer), not as a model family's own class."""
+    config = Path(name) / "tokenizer_config.json"
+    if not (Path(name) / "tokenizer.json").is_file() or not config.is_file():
+        return False
+    try:
+        saved_class = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return saved_class in ("PreTrainedTokenizerFast", "TokenizersBackend")
+
+
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer of a model folder or id, as training loads it.
+
+    A folder saved with a generic fast tokenizer (what `tiny-random` runs write) is loaded as that
+    tokenizer: transformers 5 rebuilds a qwen2 folder's tokenizer as Qwen2Tokenizer, whose
+    pre-tokenizer splits text other than the trained one does, so the model would continue training
+    on ids it never saw.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if _saved_generic_tokenizer(name):
+        return PreTrainedTokenizerFast.from_pretrained(name)
+    return AutoTokenizer.from_pretrained(name)
+
+
 def _load_model(name: str, prompts: list[list[dict[str, str]]], seed: int) -> tuple[Any, Any]:
     from tritongym.integrations.trl.tiny import TINY_RANDOM, corpus, tiny_random_model
 
     if name == TINY_RANDOM:
         return tiny_random_model(corpus(prompts), seed=seed)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        tokenizer = load_tokenizer(name)
         model = AutoModelForCausalLM.from_pretrained(name)
     except (OSError, ValueError) as exc:  # a missing folder, an unknown id, no network
         raise TritongymError(f"cannot load model {name!r}: {exc}; give a local path, a Hugging Face model id, "
