@@ -63,7 +63,8 @@ def test_smoke_run_tiny_random_two_turns_two_steps(tmp_path):
         assert summary["parameter_change_l1"] == 0.0
     else:
         assert summary["parameter_change_l1"] > 0.0
-    assert json.loads((out / "run.json").read_text())["trainer"] == "trl"
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["trainer"] == "trl" and settings["advantage"] == "trloo"
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -87,6 +88,23 @@ def test_bad_settings_are_usage_errors(tmp_path, capsys):
     assert "group_filter_std must be >= 0" in capsys.readouterr().err
     assert main([*base, "--dvp-alpha", "1.5", "--out", str(tmp_path / "e")]) == 2
     assert "dvp_alpha must be in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main([*base, "--advantage", "grpo", "--out", str(tmp_path / "f")])
+    assert refused.value.code == 2 and "invalid choice: 'grpo'" in capsys.readouterr().err
+
+
+@needs_trl
+def test_the_advantage_flag_reaches_the_run(tmp_path):
+    # The ablation's switch from the command line: the run's settings record it (and a re-run with
+    # another estimator in the same folder is refused, as any changed setting is).
+    out = tmp_path / "run"
+    proc = _train("--model", "tiny-random", "--turns", "1", "--steps", "1", "--num-generations", "2",
+                  "--max-new-tokens", "8", "--device", "cpu", "--advantage", "turn_grpo", "--json", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["advantage"] == "turn_grpo"
+    again = _train("--model", "tiny-random", "--turns", "1", "--steps", "1", "--num-generations", "2",
+                   "--max-new-tokens", "8", "--device", "cpu", "--advantage", "trloo", "--out", str(out))
+    assert again.returncode == 2 and "advantage" in again.stderr
 
 
 def test_without_trl_the_error_names_the_extra(tmp_path):

@@ -21,7 +21,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             feedback=args.feedback, extract=args.extract, device=args.device, eval_workers=args.eval_workers,
             gamma=args.gamma, prs=not args.no_prs, meaningful_turns=not args.no_meaningful_turns,
             group_filter_std=args.group_filter_std,
-            dvp_alpha=args.dvp_alpha, length_lr_decay=args.length_lr_decay, seed=args.seed)
+            dvp_alpha=args.dvp_alpha, length_lr_decay=args.length_lr_decay, seed=args.seed,
+            advantage=args.advantage)
         require_trl()
     except (TritongymError, ValueError) as exc:
         print(f"tritongym train: {exc}", file=sys.stderr)
@@ -75,6 +76,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="where candidates run and the model trains (default: %(default)s)")
     p.add_argument("--eval-workers", type=int, default=1, help="concurrent evaluations (default: %(default)s)")
     p.add_argument("--gamma", type=float, default=1.0, help="TRLOO discount over turns (default: %(default)s)")
+    p.add_argument("--advantage", choices=("trloo", "turn_grpo"), default="trloo",
+                   help="turn-level advantages: Dr.Kernel's TRLOO (leave-one-out baseline per turn) or "
+                        "KernelGYM's multi-turn GRPO (self-included group mean), for ablations "
+                        "(default: %(default)s)")
     p.add_argument("--no-prs", action="store_true", help="no profiling-based rejection sampling (PRS needs a GPU's "
                                                          "coverage; without one it keeps every turn anyway)")
     p.add_argument("--no-meaningful-turns", action="store_true",
