@@ -12,41 +12,15 @@ from __future__ import annotations
 
 import pytest
 from tests.execution.conftest import needs_forkserver
+from tests.execution.scaled_problems import runner_kept as kept
+from tests.execution.scaled_problems import scaled_relu as problem
 
 from tritongym.evaluator.jail.sandbox import WorkerProcess
 from tritongym.execution import forkserver
 from tritongym.execution.forkserver import ForkedWorker
 from tritongym.execution.references import JAILED_SERVER_PIDS, FreshJailedReferences, WarmReferences
-from tritongym.tasks.problem import Problem
 
 pytestmark = [pytest.mark.sandbox, needs_forkserver()]
-
-
-def problem(scale: int) -> Problem:
-    """A distinct tiny problem per `scale` (a different source, so a different content hash)."""
-    source = f'''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * {scale}
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-'''
-    return Problem.from_source(source, name=f"relu_x{scale}")
-
-
-def kept(runner) -> bool:
-    """Not closed: `ReferenceRunner.close` removes its folder."""
-    return runner._dir.exists()
 
 
 def status_field(pid: int, name: str) -> list[str]:

@@ -8,38 +8,12 @@ from __future__ import annotations
 
 import pytest
 from tests.execution.conftest import needs_forkserver
+from tests.execution.scaled_problems import runner_kept as kept
+from tests.execution.scaled_problems import scaled_relu as problem
 
 from tritongym.execution.references import WarmReferences
-from tritongym.tasks.problem import Problem
 
 pytestmark = [pytest.mark.sandbox, needs_forkserver()]
-
-
-def problem(scale: int) -> Problem:
-    """A distinct tiny problem per `scale` (a different source, so a different content hash)."""
-    source = f'''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * {scale}
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-'''
-    return Problem.from_source(source, name=f"relu_x{scale}")
-
-
-def kept(runner) -> bool:
-    """Not closed: `ReferenceRunner.close` removes its folder (a released fork handle cannot be asked)."""
-    return runner._dir.exists()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.execution.scaled_problems import SCALED_RELU
 from tests.service.conftest import NO_TRITON, SYNTAX_ERROR
 
 from tritongym.errors import OptionsError
@@ -37,23 +38,7 @@ from tritongym.service.store import JobState, NewJob
 
 SPIN = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "relu_spin_until_killed.py"
 
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * {scale}
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-'''
+PROBLEM = SCALED_RELU
 
 
 def source(scale: int) -> str:
