@@ -19,6 +19,7 @@ import threading
 
 import pytest
 from tests.execution.conftest import FIXTURES, RELU_PROBLEM, needs_forkserver
+from tests.execution.host_probe import host_probe
 from tests.execution.jail_probe import tree, visible_mounts, wait_for_depth, writable_places
 
 from tritongym import EvalOptions, Status
@@ -79,36 +80,7 @@ def listener():
     server.close()
 
 
-ATTACK = '''
-import os
-import socket
-report = {}
-try:
-    with open(TARGET, "w") as handle:
-        handle.write("written by the problem")
-    report["host_write"] = "written"
-except OSError as exc:
-    report["host_write"] = type(exc).__name__
-seen = False
-try:
-    for entry in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/environ" % entry, "rb") as handle:
-                seen = seen or MARKER.encode() in handle.read()
-        except OSError:
-            pass
-except OSError:
-    pass
-report["proc"] = os.path.exists("/proc/self")
-report["marker_seen"] = seen or MARKER in os.environ.get(MARKER_NAME, "")
-sock = socket.socket()
-sock.settimeout(3)
-try:
-    sock.connect(("127.0.0.1", PORT))
-    report["network"] = "connected"
-except OSError as exc:
-    report["network"] = type(exc).__name__
-try:
+ATTACK_TAIL = '''try:
     with open("/job/problem.py", "a") as handle:
         handle.write("# rewritten")
     report["problem_file"] = "written"
@@ -125,8 +97,7 @@ def test_client_problem_code_cannot_write_the_host_read_the_server_or_reach_the_
     marker = "tg-marker-" + secrets.token_hex(8)
     monkeypatch.setenv("TG_TEST_SERVER_SECRET", marker)  # what the server's token would be
     target = tmp_path / "written-by-problem"
-    attack = (f"TARGET = {str(target)!r}\nMARKER = {marker!r}\nMARKER_NAME = 'TG_TEST_SERVER_SECRET'\n"
-              f"PORT = {port}\n" + ATTACK.strip())
+    attack = host_probe(target, marker, "TG_TEST_SERVER_SECRET", port) + ATTACK_TAIL
     problem = problem_with(attack, "attack")
     future = pool.submit(EvalRequest(problem, HONEST, OPTIONS, trusted_problem=False))
     with pytest.raises(ProblemError) as info:
@@ -147,8 +118,7 @@ def test_without_warm_servers_client_problem_code_is_still_jailed(tmp_path, list
     process per evaluation, never an unjailed one."""
     port, accepted = listener
     target = tmp_path / "written-by-problem-fresh"
-    attack = (f"TARGET = {str(target)!r}\nMARKER = 'unused'\nMARKER_NAME = 'UNUSED'\nPORT = {port}\n"
-              + ATTACK.strip())
+    attack = host_probe(target, "unused", "UNUSED", port) + ATTACK_TAIL
     with LocalPool(1, launcher="spawn", reference_cache=0) as fresh:
         with pytest.raises(ProblemError) as info:
             fresh.submit(EvalRequest(problem_with(attack, "fresh"), HONEST, OPTIONS,
@@ -163,8 +133,7 @@ def test_the_same_code_from_this_machine_runs_unjailed(pool, tmp_path, listener)
     is why client code must never be trusted."""
     port, accepted = listener
     target = tmp_path / "written-by-trusted-problem"
-    attack = (f"TARGET = {str(target)!r}\nMARKER = 'unused'\nMARKER_NAME = 'UNUSED'\nPORT = {port}\n"
-              + ATTACK.strip())
+    attack = host_probe(target, "unused", "UNUSED", port) + ATTACK_TAIL
     with pytest.raises(ProblemError, match="report"):
         pool.submit(EvalRequest(problem_with(attack, "local"), HONEST, OPTIONS)).result(timeout=300)
     assert target.exists()

@@ -14,6 +14,7 @@ import secrets
 
 import httpx
 import pytest
+from tests.execution.host_probe import host_probe
 from tests.service.conftest import EXAMPLES, Server, problem_source
 
 from tritongym.evaluator.jail.sandbox import bwrap_problem
@@ -24,9 +25,9 @@ pytestmark = [pytest.mark.sandbox,
 TOKEN = "tg-jail-" + secrets.token_hex(12)
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
-ATTACK = '''
-import os
-import socket
+#: After the probe ran at import (in the jailed reference worker), the problem reports from
+#: get_init_inputs, the first call the evaluator makes into it.
+ATTACK_TAIL = '''
 import torch
 
 
@@ -40,32 +41,6 @@ def get_inputs():
 
 
 def get_init_inputs():
-    report = {}
-    try:
-        with open(TARGET, "w") as handle:
-            handle.write("written by a client's problem")
-        report["host_write"] = "written"
-    except OSError as exc:
-        report["host_write"] = type(exc).__name__
-    seen = False
-    try:
-        for entry in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/environ" % entry, "rb") as handle:
-                    seen = seen or TOKEN.encode() in handle.read()
-            except OSError:
-                pass
-    except OSError:
-        pass
-    report["proc"] = os.path.exists("/proc/self")
-    report["token_seen"] = seen
-    sock = socket.socket()
-    sock.settimeout(3)
-    try:
-        sock.connect(("127.0.0.1", PORT))
-        report["network"] = "connected"
-    except OSError as exc:
-        report["network"] = type(exc).__name__
     raise RuntimeError("report %r" % (report,))
 '''
 
@@ -79,14 +54,14 @@ def guarded(tmp_path_factory):
 
 
 def attack_source(target, port: int) -> str:
-    return f"TARGET = {str(target)!r}\nTOKEN = {TOKEN!r}\nPORT = {port}\n" + ATTACK
+    return host_probe(target, TOKEN, "TG_TEST_JAIL_TOKEN", port) + ATTACK_TAIL
 
 
 def assert_contained(text: str, target) -> None:
     assert "report" in text, text
     assert not target.exists(), "the client's problem wrote a file on the host"
     assert "'host_write': 'written'" not in text, text
-    assert "'proc': False" in text and "'token_seen': False" in text, text
+    assert "'proc': False" in text and "'marker_seen': False" in text, text
     assert "'network': 'connected'" not in text, text
 
 
