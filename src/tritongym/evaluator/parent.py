@@ -354,6 +354,8 @@ class _Evaluation:
         if kind == "unsupported":  # measured by the clean room's own interpreter: believed
             self.note_interpreter_limit("measured in the clean room")
             raise CandidateFailed(Status.UNSUPPORTED, f"trial {record.index} (clean room): {text}")
+        if kind == "out_of_bounds":  # measured on the clean room's own buffers: see `cleanroom.bounds`
+            raise CandidateFailed(Status.RUNTIME_ERROR, f"trial {record.index} (clean room): {text}")
         if kind == "refused":
             self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL,
                                          f"the clean room rebuilds each kernel from the solution's text with Triton "

@@ -12,9 +12,11 @@ Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
 ``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
 work, launches, events}`` or ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
-as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct);
-``exit``. ``poison`` lists external buffers whose bytes are replaced by all-ones bytes (the
-parent's test that a buffer kept from an earlier call is dead content, not host data).
+as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct),
+``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
+`cleanroom.bounds`, CPU tier); ``exit``. ``poison`` lists external buffers whose bytes are
+replaced by all-ones bytes (the parent's test that a buffer kept from an earlier call is dead
+content, not host data).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import torch
 
+from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
 from tritongym.evaluator.common.channel import WIRE_DTYPES
 from tritongym.evaluator.worker import startup as common
@@ -241,11 +244,16 @@ class Replay:
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise Diverged("malformed launch arguments")
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        buffers = bounds.tensor_buffers(list(getattr(kernel, "arg_names", None) or []), args, kwargs)
         try:
-            kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
+            with bounds.launch(str(event["launch"]).partition(":")[0], buffers):
+                kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
         except KernelRefused:
             raise
         except Exception as exc:  # noqa: BLE001
+            beyond = _cause(exc, bounds.OutOfBounds)
+            if beyond is not None:
+                raise beyond from None
             text = _interpreter_limit(exc)
             if text is not None:
                 raise Unsupported(text) from exc
@@ -256,6 +264,18 @@ class Replay:
 
 class Unsupported(Exception):
     """The CPU interpreter itself cannot run a construct (measured here, not claimed)."""
+
+
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`exc` or the first exception of type `kind` it was raised from (the interpreter wraps)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _interpreter_limit(exc: BaseException) -> str | None:
@@ -316,6 +336,8 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             channel.send("error", {"kind": "refused", "message": str(exc)[:2000]})
         except Unsupported as exc:
             channel.send("error", {"kind": "unsupported", "message": str(exc)[:2000]})
+        except bounds.OutOfBounds as exc:
+            channel.send("error", {"kind": "out_of_bounds", "message": str(exc)[:2000]})
         except Diverged as exc:
             channel.send("error", {"kind": "diverged", "message": str(exc)[:2000]})
         except Exception as exc:  # noqa: BLE001 - whatever a log makes happen is a verdict on the log
@@ -339,6 +361,7 @@ def main() -> None:
         from tritongym.evaluator.worker import interpreter_fixes
 
         interpreter_fixes.install()
+        bounds.install()
     serve(channel, source, device)
     channel.close()
     sys.stdout.flush()
