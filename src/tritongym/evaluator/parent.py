@@ -18,6 +18,7 @@ machine raises.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import secrets
@@ -146,6 +147,8 @@ class _Evaluation:
     records: list[replays.TrialRecord] = field(default_factory=list)
     #: the model's state as the candidate built it (storages as bytes), for the clean room
     state: list[Any] = field(default_factory=list)
+    #: the clean room's timed replays of one task trial's log (ms per call), when timing is wanted
+    replay_ms: list[float] = field(default_factory=list)
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -255,11 +258,13 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
-    def run_clean_room(self, start_room: Callable[[], WorkerHandle]) -> None:
+    def run_clean_room(self, start_room: Callable[[], WorkerHandle], time_reps: int = 0) -> None:
         """Re-execute chosen trials' launch logs where no candidate code ever ran; decide on that.
 
         Called once the candidate answered every trial and passed the candidate-side filters
-        (which are cheap early exits, never a reason for reward). See `cleanroom`.
+        (which are cheap early exits, never a reason for reward). See `cleanroom`. With
+        `time_reps`, the room then times `time_reps` replays of one chosen task trial
+        (`replay_ms`; how it enters the speedup: `measurement.charged_candidate_ms`).
         """
         for record in self.records:
             error = replays.log_error(record.log)
@@ -309,6 +314,9 @@ class _Evaluation:
                     return
                 if record.poison and not self._dead_content(room, record, payload):
                     return
+            if time_reps > 0:
+                phase = "timing"
+                self._time_replays(room, chosen, time_reps)
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
                                   f"the {self.options.timeout:g} s budget ({phase})") from exc
@@ -323,6 +331,23 @@ class _Evaluation:
                 pass
             room.process.release()
             room.channel.close()
+
+    def _time_replays(self, room: WorkerHandle, chosen: list[int], reps: int) -> None:
+        """Time the replay of one chosen task trial (picked in secret) in the clean room."""
+        task = [i for i in chosen if self.records[i].family == FAMILY_TASK] or chosen
+        record = self.records[secrets.SystemRandom().choice(task)]
+        with measurement.gpu_lock(self):  # on a GPU, timed alone as every timing phase is
+            reply = room.request("time", {"inputs": record.inputs, "log": record.log, "reps": reps,
+                                          "warmup_ms": self.options.warmup_ms})
+        if reply.kind == "error":
+            self._room_error(record, reply.payload)
+            return
+        payload = self._expect_room(reply, "timed")
+        times = payload.get("ms")
+        if not (isinstance(times, list) and len(times) == reps and all(
+                type(t) in (int, float) and math.isfinite(t) and t > 0 for t in times)):
+            raise ProtocolError("malformed timing report from the clean room")
+        self.replay_ms = [float(t) for t in times]
 
     def _dead_content(self, room: WorkerHandle, record: replays.TrialRecord, replayed: dict[str, Any]) -> bool:
         """Buffers kept from an earlier call (a cached workspace) differ between trials like host
@@ -828,15 +853,15 @@ def run_evaluation(
         evaluation.phases["startup"] = time.monotonic() - phase_started
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
+            on_gpu = device.startswith("cuda")
+            wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and evaluation.records:
                 phase_started = time.monotonic()
                 evaluation.run_clean_room(lambda: _start_clean_room(
                     job, private, device=device, mode=mode, limits=candidate_limits, options=options,
-                    source=source, launcher=launcher))
+                    source=source, launcher=launcher), time_reps=options.timing_reps if wants_timing else 0)
                 evaluation.phases["clean_room"] = time.monotonic() - phase_started
-            on_gpu = device.startswith("cuda")
             measurement.note_device(evaluation, reference)
-            wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and wants_timing:
                 phase_started = time.monotonic()
                 measurement.run_timing(evaluation, reference, candidate)

@@ -165,3 +165,35 @@ def test_the_interpreter_checks_loads_stores_and_atomics_inside_a_launch_only():
     assert result["atomic_in"] == "ok"
     assert result["atomic_out"].startswith("kernel `count` updated 1 element out of bounds")
     assert result["outside_a_launch"] == "unchecked"
+
+
+# -- the timed replay (`cleanroom.worker.time_replay`) ----------------------------------------------
+
+def _relu_log() -> dict:
+    ref = {"d": "float32", "s": [4], "st": [1], "o": 0}
+    return {"buffers": [{"kind": "input", "index": 0, "nbytes": 16}, {"kind": "new", "nbytes": 16}],
+            "events": [{"op": "aten::relu.default", "args": {"L": [{"T": 0, **ref}]}, "out": {"T": 1, **ref}}],
+            "outputs": {"T": 1, **ref}}
+
+
+def test_a_timed_replay_runs_the_log_afresh_each_repetition():
+    from tritongym.evaluator.cleanroom.kernels import KernelBuilder
+    from tritongym.evaluator.cleanroom.worker import time_replay
+
+    inputs = [torch.tensor([-1.0, 2.0, -3.0, 4.0])]
+    timed = time_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": inputs,
+                                                                     "reps": 5, "warmup_ms": 0.0})
+    assert len(timed["ms"]) == 5 and all(ms > 0 for ms in timed["ms"])
+    assert timed["method"].startswith("clean-room replay of the logged launches and ops; host clock")
+    assert inputs[0].tolist() == [-1.0, 2.0, -3.0, 4.0]  # the parent's copy is never the replay's buffer
+
+
+@pytest.mark.parametrize("reps, warmup", [(0, 1.0), (1001, 1.0), (True, 1.0), (2.0, 1.0), (3, -1.0), (3, 1e9),
+                                          (3, "1")])
+def test_a_time_request_out_of_bounds_is_refused(reps, warmup):
+    from tritongym.evaluator.cleanroom.kernels import KernelBuilder
+    from tritongym.evaluator.cleanroom.worker import Diverged, time_replay
+
+    with pytest.raises(Diverged, match="1-1000 repetitions"):
+        time_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": [torch.zeros(4)],
+                                                                 "reps": reps, "warmup_ms": warmup})

@@ -159,6 +159,84 @@ def test_charged_side_stream_tails_are_reported():
     assert any(n.code == NoticeCode.TIMING_TAIL_CHARGED for n in run.notices)
 
 
+# -- the clean room's timed replay (issue 20) --------------------------------------------------
+
+def test_the_charged_time_is_the_larger_of_the_report_and_the_replay():
+    assert measurement.charged_candidate_ms(2.0, []) == (2.0, None)
+    assert measurement.charged_candidate_ms(2.0, [1.0, 1.5, 9.0]) == (2.0, 1.5)  # host overhead: the report
+    assert measurement.charged_candidate_ms(0.1, [1.0, 1.5, 9.0]) == (1.5, 1.5)  # a report below the work
+
+
+@pytest.mark.parametrize("replay, charged, notice", [([0.5] * 6, 1.0, False), ([1.05] * 6, 1.05, False),
+                                                     ([3.0] * 6, 3.0, True)])
+def test_the_report_names_both_figures_and_a_slower_replay_is_said(replay, charged, notice):
+    run = evaluation()
+    run.replay_ms = list(replay)
+    measurement.run_timing(run, ScriptedReference(ms=1.0), honest_candidate(ms=1.0))
+    timing = run.timing
+    assert (timing.reported_median_ms, timing.replay_median_ms, timing.replay_reps) == (1.0, replay[0], 6)
+    assert timing.candidate_median_ms == charged
+    assert any(n.code == NoticeCode.TIMING_FROM_REPLAY for n in run.notices) is notice
+    result = run.finish(None, None, 0.0)
+    assert result.speedup == pytest.approx(1.0 / charged), (result.status, result.error)
+
+
+@dataclass
+class ScriptedRoom:
+    """The parent's side of a clean room: replays answer with the record's expected outputs."""
+
+    timed: Any
+    requests: list[tuple[str, Any]] = field(default_factory=list)
+
+    def request(self, kind: str, payload: Any) -> Message:
+        self.requests.append((kind, payload))
+        if kind == "time":
+            return Message("timed", self.timed) if isinstance(self.timed, dict) else Message("error", self.timed[1])
+        return Message("replayed", {"outputs": payload["inputs"][0].clone(), "compute_ops": [], "work": [0, 0],
+                                    "launches": 1})
+
+
+def _records(run: _Evaluation) -> None:
+    import torch
+
+    from tritongym.evaluator import replays
+
+    for index, family in enumerate(["get_inputs", "get_inputs", "scaled"]):
+        inputs = [torch.full((4,), float(index))]
+        run.records.append(replays.TrialRecord(index=index, family=family, inputs=inputs,
+                                               expected=inputs[0].clone(), compute_work=(4, 4), log={}))
+
+
+@pytest.mark.parametrize("timed, outcome", [
+    ({"ms": [1.0, 2.0, 3.0]}, "kept"),
+    ({"ms": [1.0, 2.0]}, "crashed"),
+    ({"ms": [1.0, 0.0, 3.0]}, "crashed"),
+    ({"ms": [1.0, "2", 3.0]}, "crashed"),
+    ({"ms": [1.0, math.inf, 3.0]}, "crashed"),
+    (("error", {"kind": "diverged", "message": "boom"}), "evidence_mismatch"),
+    (("error", {"kind": "out_of_bounds", "message": "kernel `k` stored 1 element out of bounds"}), "runtime_error"),
+])
+def test_the_timed_replay_of_a_task_trial_is_kept_only_when_well_formed(timed, outcome):
+    run = evaluation()
+    _records(run)
+    room = ScriptedRoom(timed)
+    try:
+        run._time_replays(room, [0, 2], 3)
+    except CandidateFailed as failed:
+        assert outcome == str(failed.status)
+        return
+    except measurement.ProtocolError:
+        assert outcome == "crashed"  # run_clean_room turns a ProtocolError into `crashed`
+        return
+    kind, payload = room.requests[-1]
+    assert kind == "time" and payload["reps"] == 3 and payload["warmup_ms"] == run.options.warmup_ms
+    assert float(payload["inputs"][0][0]) == 0.0  # the task trial, never the perturbed family
+    if outcome == "kept":
+        assert run.replay_ms == [1.0, 2.0, 3.0] and not run.violations
+    else:
+        assert outcome in run.violations and run.replay_ms == []
+
+
 def test_the_flop_floor_needs_the_parents_clock_to_confirm_a_fast_report(monkeypatch):
     # A 4096³ GEMM at 700 TFLOP/s: floor ≈ 0.098 ms. A candidate reporting 0.01 ms:
     # the parent's round trips say the call takes as long as the reference's (≈ 1 ms) → violation.

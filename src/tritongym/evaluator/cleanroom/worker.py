@@ -10,7 +10,8 @@ from the hashed source) and sends back *its* outputs and the PyTorch work it exe
 
 Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
 ``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
-work, launches, events}`` or ``error {kind, message}`` with kind ``refused`` (a kernel is not
+work, launches, events}``; ``time {inputs, log, reps, warmup_ms}`` → ``timed {ms, method}`` (`time_replay`);
+either may answer ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
 as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct),
 ``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
@@ -201,6 +202,10 @@ class Replay:
     # -- events -----------------------------------------------------------------------------
     def run(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()) -> Any:
         self.load_buffers(log, inputs, poison)
+        return self.execute(log)
+
+    def execute(self, log: dict[str, Any]) -> Any:
+        """The events in order, on buffers `load_buffers` made (the part a timed replay times)."""
         events = log.get("events")
         if not isinstance(events, list):
             raise Diverged("malformed log")
@@ -301,6 +306,50 @@ def plain(outputs: Any) -> Any:
     return outputs
 
 
+#: Bounds of a ``time`` request (the parent sends its own options; a log cannot ask for more).
+MAX_TIMED_REPS = 1000
+MAX_WARMUP_MS = 60_000.0
+
+
+def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
+                payload: dict[str, Any]) -> dict[str, Any]:
+    """Time the replay of one trial's log, as the candidate worker times a forward (`RepTimer`).
+
+    Per repetition the buffers are made afresh *outside* the timed span (inputs, model state and
+    external bytes copied from the parent's copy, so no repetition sees another's allocations),
+    then only the events run inside it: on a GPU behind an L2 flush between CUDA events, on a CPU
+    with the host clock. No candidate Python runs here, so the figure is the logged work's own
+    cost, which no report of the candidate worker can lower.
+    """
+    from tritongym.evaluator.worker.timing import RepTimer
+
+    log, inputs = payload.get("log"), payload.get("inputs")
+    reps, warmup_ms = payload.get("reps"), payload.get("warmup_ms")
+    if not isinstance(log, dict) or not isinstance(inputs, list):
+        raise Diverged("malformed time request")
+    if type(reps) is not int or not 1 <= reps <= MAX_TIMED_REPS or not isinstance(warmup_ms, (int, float)) or not (
+            0 <= warmup_ms <= MAX_WARMUP_MS):
+        raise Diverged("a time request needs 1-1000 repetitions and a warm-up of 0-60000 ms")
+    tensors = common.tensors_in(inputs)
+    kernels = log.get("kernels") or {}
+
+    def prepared() -> Replay:
+        replay = Replay(device, builder, state, kernels)
+        replay.load_buffers(log, tensors)
+        common.synchronize(device)
+        return replay
+
+    timer = RepTimer(device)
+    with torch.no_grad():
+        timer.warm_up(lambda: prepared().execute(log), list, float(warmup_ms))
+        timer.calibrate()
+        times = []
+        for _ in range(reps):
+            replay = prepared()
+            times.append(timer.time_call(replay.execute, [log]).ms)
+    return {"ms": times, "method": f"clean-room replay of the logged launches and ops; {timer.method}"}
+
+
 def serve(channel: Any, source: str, device: torch.device) -> None:
     builder = KernelBuilder(source)
     state: list[torch.Tensor] = []
@@ -315,11 +364,15 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             state = list(tensors) if isinstance(tensors, list) else []
             channel.send("state_set", {"count": len(state)})
             continue
-        if message.kind != "replay":
+        if message.kind not in ("replay", "time"):
             channel.send("error", {"kind": "diverged", "message": f"unknown request {message.kind!r}"})
             continue
-        replay = Replay(device, builder, state, payload.get("log", {}).get("kernels") or {})
         try:
+            if message.kind == "time":
+                channel.send("timed", time_replay(device, builder, state, payload))
+                continue
+            log = payload.get("log")
+            replay = Replay(device, builder, state, (log.get("kernels") if isinstance(log, dict) else None) or {})
             inputs = payload.get("inputs")
             if not isinstance(inputs, list):
                 raise Diverged("no inputs")
@@ -327,7 +380,7 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
                 poison = payload.get("poison") or []
                 if not isinstance(poison, list) or not all(type(b) is int for b in poison):
                     raise Diverged("malformed poison list")
-                outputs = replay.run(payload.get("log") or {}, common.tensors_in(inputs), frozenset(poison))
+                outputs = replay.run(log or {}, common.tensors_in(inputs), frozenset(poison))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),
