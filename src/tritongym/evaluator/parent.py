@@ -113,7 +113,8 @@ def resolve_device(device: str) -> str:
     return device
 
 
-#: Most trials added so that every autotune config runs on a perturbed input family.
+#: Most trials added so that every autotune config runs on a perturbed input family (and again,
+#: so that every trial has a peer that ran the same configs).
 MAX_AUTOTUNE_EXTRA_TRIALS = 16
 
 
@@ -246,6 +247,23 @@ class _Evaluation:
                 phase = f"trial {index} ({family}, autotune config {position + 1} of {count})"
                 self._run_trial(reference, candidate, index, family, want_truth, phase)
                 index += 1
+            # Every trial that ran autotune configs needs a peer that ran the same ones: host data
+            # is found by comparing logs, and a config changes grids and block sizes legitimately,
+            # so a trial without a peer could carry host data in them unseen (`replays.host_origin`).
+            # Config positions follow the trial index, so index + lcm(config counts) repeats them.
+            for _extra in range(MAX_AUTOTUNE_EXTRA_TRIALS):
+                lonely = self.records_without_a_peer()
+                if not lonely or not self.passing():
+                    break
+                record = lonely[0]
+                cycle = math.lcm(*(self.autotune_checked[kernel][1] for kernel, _position in record.configs
+                                   if kernel in self.autotune_checked))
+                used = {r.index for r in self.records}
+                index = record.index + cycle
+                while index in used:
+                    index += cycle
+                phase = f"trial {index} ({record.family}, the same autotune configs as trial {record.index})"
+                self._run_trial(reference, candidate, index, record.family, want_truth, phase)
             self.phases["trials"] = time.monotonic() - clock
         except TimeoutError as exc:
             raise CandidateFailed(
@@ -277,11 +295,10 @@ class _Evaluation:
                     "numbers, strings and dtypes"))
                 return
         logs = [record.log for record in self.records]
-        peers = [[r.configs for r in self.records].count(record.configs) for record in self.records]
+        combos = [tuple(sorted(record.configs)) for record in self.records]
         for position, record in enumerate(self.records):
-            carried = replays.host_origin(logs, position, same_configs=[
-                i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
-                else None)
+            peers = [i for i, combo in enumerate(combos) if combo == combos[position]]
+            carried = replays.host_origin(logs, position, same_configs=peers if len(peers) > 1 else None)
             if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
                     carried.elements - carried.external_elements <= checks.HOST_READ_BUDGET):
                 record.poison = carried.external  # decided by a poisoned replay below
@@ -446,6 +463,12 @@ class _Evaluation:
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
             compute_work=tuple(trial.compute_work), log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+
+    def records_without_a_peer(self) -> list[replays.TrialRecord]:
+        """Trials that ran autotune configs no other trial ran in the same combination."""
+        combos = [tuple(sorted(record.configs)) for record in self.records]
+        return [record for record, combo in zip(self.records, combos, strict=True)
+                if combo and combos.count(combo) == 1]
 
     def configs_without_a_family(self) -> list[tuple[str, int, int]]:
         """``(kernel, position, count)`` of autotune configs no perturbed-family trial has run."""
