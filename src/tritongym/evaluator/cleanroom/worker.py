@@ -23,6 +23,7 @@ content, not host data).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 from typing import Any
@@ -306,9 +307,6 @@ def plain(outputs: Any) -> Any:
     return outputs
 
 
-#: Bounds of a ``time`` request (the parent sends its own options; a log cannot ask for more).
-MAX_TIMED_REPS = 1000
-MAX_WARMUP_MS = 60_000.0
 
 
 def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
@@ -327,9 +325,9 @@ def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.
     reps, warmup_ms = payload.get("reps"), payload.get("warmup_ms")
     if not isinstance(log, dict) or not isinstance(inputs, list):
         raise Diverged("malformed time request")
-    if type(reps) is not int or not 1 <= reps <= MAX_TIMED_REPS or not isinstance(warmup_ms, (int, float)) or not (
-            0 <= warmup_ms <= MAX_WARMUP_MS):
-        raise Diverged("a time request needs 1-1000 repetitions and a warm-up of 0-60000 ms")
+    # The parent sends its own options here (`EvalOptions.timing_reps`, `warmup_ms`), never a log's.
+    if type(reps) is not int or reps < 1 or type(warmup_ms) not in (int, float) or not 0 <= warmup_ms < math.inf:
+        raise Diverged("a time request needs a positive number of repetitions and a finite warm-up")
     tensors = common.tensors_in(inputs)
     kernels = log.get("kernels") or {}
 
