@@ -53,6 +53,7 @@ class _Evaluation(Protocol):
     bytes_moved: int
     timing: TimingReport | None
     replay_ms: list[float]
+    room_profile: tuple[list[KernelTime], list[str], dict[str, int] | None] | None
     coverage: float | None
     kernel_profile: list[KernelProfile]
     seed_source: Callable[[], int]
@@ -350,7 +351,12 @@ def parse_profile_reply(reply: Any) -> tuple[list[KernelTime], list[str], dict[s
 
 
 def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
-    """Coverage: the share of GPU time spent in the candidate's own Triton kernels."""
+    """Coverage: the share of GPU time spent in the candidate's own Triton kernels.
+
+    The candidate worker profiles its own forward calls (checked for tampering like timed calls);
+    when the clean room profiled replays of the logged work (`evaluation.room_profile`), the
+    coverage and the kernel table come from those.
+    """
     try:
         with gpu_lock(evaluation):
             reply = evaluation.expect(candidate.request("profile", {"calls": evaluation.options.profile_calls}),
@@ -360,6 +366,10 @@ def run_profile(evaluation: _Evaluation, candidate: WorkerHandle) -> None:
         # (the worker sends its observation in the reply when it has one).
         if any(key in reply for key in ("tampered", "refused", "threads_after")):
             check_rep_evidence(evaluation, reply, None)
+        if evaluation.room_profile is not None:
+            # The decision: the clean room's replays of the logged work, not the candidate's own
+            # profile (a filter for the checks above, run in a process the candidate controls).
+            kernels, mine, counts = evaluation.room_profile
         coverage = coverage_from_kernels(kernels, mine, counts)
     except TimeoutError as exc:
         raise CandidateFailed(Status.TIMEOUT, f"the candidate exceeded the {evaluation.options.timeout:g} s "

@@ -150,6 +150,8 @@ class _Evaluation:
     state: list[Any] = field(default_factory=list)
     #: the clean room's timed replays of one task trial's log (ms per call), when timing is wanted
     replay_ms: list[float] = field(default_factory=list)
+    #: the clean room's profile of replays of that trial (kernels, candidate names, launch counts), on a GPU
+    room_profile: tuple[list[Any], list[str], dict[str, int] | None] | None = None
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -276,13 +278,16 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
-    def run_clean_room(self, start_room: Callable[[], WorkerHandle], time_reps: int = 0) -> None:
+    def run_clean_room(self, start_room: Callable[[], WorkerHandle], time_reps: int = 0,
+                       profile_calls: int = 0) -> None:
         """Re-execute chosen trials' launch logs where no candidate code ever ran; decide on that.
 
         Called once the candidate answered every trial and passed the candidate-side filters
         (which are cheap early exits, never a reason for reward). See `cleanroom`. With
         `time_reps`, the room then times `time_reps` replays of one chosen task trial
-        (`replay_ms`; how it enters the speedup: `measurement.charged_candidate_ms`).
+        (`replay_ms`; how it enters the speedup: `measurement.charged_candidate_ms`); with
+        `profile_calls` (a GPU), it profiles that many replays of it for the coverage
+        (`room_profile`; `measurement.run_profile` decides on it).
         """
         for record in self.records:
             error = replays.log_error(record.log)
@@ -331,9 +336,13 @@ class _Evaluation:
                     return
                 if record.poison and not self._dead_content(room, record, payload):
                     return
-            if time_reps > 0:
+            measured = self._measured_trial(chosen) if time_reps > 0 or profile_calls > 0 else None
+            if time_reps > 0 and measured is not None:
                 phase = "timing"
-                self._time_replays(room, chosen, time_reps)
+                self._time_replays(room, measured, time_reps)
+            if profile_calls > 0 and measured is not None and self.passing():
+                phase = "profiling"
+                self._profile_replays(room, measured, profile_calls)
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
                                   f"the {self.options.timeout:g} s budget ({phase})") from exc
@@ -349,10 +358,25 @@ class _Evaluation:
             room.process.release()
             room.channel.close()
 
-    def _time_replays(self, room: WorkerHandle, chosen: list[int], reps: int) -> None:
-        """Time the replay of one chosen task trial (picked in secret) in the clean room."""
+    def _measured_trial(self, chosen: list[int]) -> replays.TrialRecord:
+        """The replayed trial the clean room times and profiles: a task trial, picked in secret."""
         task = [i for i in chosen if self.records[i].family == FAMILY_TASK] or chosen
-        record = self.records[secrets.SystemRandom().choice(task)]
+        return self.records[secrets.SystemRandom().choice(task)]
+
+    def _profile_replays(self, room: WorkerHandle, record: replays.TrialRecord, calls: int) -> None:
+        """Device time per kernel over `calls` replays of `record` (GPU): the coverage's evidence."""
+        with measurement.gpu_lock(self):
+            reply = room.request("profile", {"inputs": record.inputs, "log": record.log, "calls": calls})
+        if reply.kind == "error":
+            self._room_error(record, reply.payload)
+            return
+        try:
+            self.room_profile = measurement.parse_profile_reply(self._expect_room(reply, "profiled"))
+        except ValueError as exc:
+            raise ProtocolError(f"malformed profile from the clean room: {exc}") from exc
+
+    def _time_replays(self, room: WorkerHandle, record: replays.TrialRecord, reps: int) -> None:
+        """Time `reps` replays of `record` (a task trial picked in secret) in the clean room."""
         with measurement.gpu_lock(self):  # on a GPU, timed alone as every timing phase is
             reply = room.request("time", {"inputs": record.inputs, "log": record.log, "reps": reps,
                                           "warmup_ms": self.options.warmup_ms})
@@ -882,7 +906,8 @@ def run_evaluation(
                 phase_started = time.monotonic()
                 evaluation.run_clean_room(lambda: _start_clean_room(
                     job, private, device=device, mode=mode, limits=candidate_limits, options=options,
-                    source=source, launcher=launcher), time_reps=options.timing_reps if wants_timing else 0)
+                    source=source, launcher=launcher), time_reps=options.timing_reps if wants_timing else 0,
+                    profile_calls=options.profile_calls if on_gpu else 0)
                 evaluation.phases["clean_room"] = time.monotonic() - phase_started
             measurement.note_device(evaluation, reference)
             if evaluation.passing() and wants_timing:

@@ -190,8 +190,9 @@ class ScriptedRoom:
 
     def request(self, kind: str, payload: Any) -> Message:
         self.requests.append((kind, payload))
-        if kind == "time":
-            return Message("timed", self.timed) if isinstance(self.timed, dict) else Message("error", self.timed[1])
+        if kind in ("time", "profile"):
+            answer = "timed" if kind == "time" else "profiled"
+            return Message(answer, self.timed) if isinstance(self.timed, dict) else Message("error", self.timed[1])
         return Message("replayed", {"outputs": payload["inputs"][0].clone(), "compute_ops": [], "work": [0, 0],
                                     "launches": 1})
 
@@ -221,7 +222,7 @@ def test_the_timed_replay_of_a_task_trial_is_kept_only_when_well_formed(timed, o
     _records(run)
     room = ScriptedRoom(timed)
     try:
-        run._time_replays(room, [0, 2], 3)
+        run._time_replays(room, run._measured_trial([0, 2]), 3)
     except CandidateFailed as failed:
         assert outcome == str(failed.status)
         return
@@ -342,6 +343,43 @@ def test_coverage_uses_the_exact_compiled_names_and_the_launch_counts():
     measurement.run_profile(run, profiled(**reply))
     assert run.coverage == pytest.approx(0.1)
     assert [k.candidate for k in run.kernel_profile] == [False, True]
+
+
+def test_the_clean_rooms_profile_decides_the_coverage_and_the_candidates_is_a_filter():
+    """The candidate worker claims all the time for its kernel; the clean room's replays of the
+    logged work show cuBLAS doing 90 % of it. The coverage is the clean room's; tampering seen
+    during the candidate's own profiled calls still ends the evaluation."""
+    run = evaluation(device="cuda")
+    _records(run)
+    room = ScriptedRoom({"kernels": [["ampere_sgemm_128x64_tn", 90.0, 1], ["add_kernel", 10.0, 1]],
+                         "candidate_kernels": ["add_kernel"], "candidate_compiled_kernels": ["add_kernel"],
+                         "candidate_launch_counts": {"add_kernel": 1}})
+    run._profile_replays(room, run._measured_trial([0, 1, 2]), 3)
+    assert room.requests[-1][0] == "profile" and room.requests[-1][1]["calls"] == 3
+    claimed = {"kernels": [["add_kernel", 100.0, 1]], "candidate_compiled_kernels": ["add_kernel"],
+               "candidate_launch_counts": {"add_kernel": 1}}
+    measurement.run_profile(run, profiled(**claimed))
+    assert run.coverage == pytest.approx(0.1) and not run.violations
+    assert [(k.kernel, k.candidate) for k in run.kernel_profile] == [("ampere_sgemm_128x64_tn", False),
+                                                                     ("add_kernel", True)]
+    measurement.run_profile(run, profiled(**claimed, tampered=["torch.profiler.profile"], refused=[]))
+    assert ViolationCode.HARNESS_TAMPERING in run.violations
+
+
+@pytest.mark.parametrize("reply, outcome", [
+    ({"kernels": [["k", -1.0, 1]], "candidate_compiled_kernels": ["k"]}, "crashed"),
+    ({"kernels": "k"}, "crashed"),
+    (("error", {"kind": "diverged", "message": "boom"}), "evidence_mismatch"),
+])
+def test_a_bad_profile_from_the_clean_room_is_never_the_coverage(reply, outcome):
+    run = evaluation(device="cuda")
+    _records(run)
+    try:
+        run._profile_replays(ScriptedRoom(reply), run._measured_trial([0]), 3)
+    except measurement.ProtocolError:
+        assert outcome == "crashed" and run.room_profile is None
+        return
+    assert outcome in run.violations and run.room_profile is None
 
 
 def test_tampering_reported_with_the_profile_is_a_violation():

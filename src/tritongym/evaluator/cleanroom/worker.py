@@ -11,7 +11,8 @@ from the hashed source) and sends back *its* outputs and the PyTorch work it exe
 Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
 ``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
 work, launches, events}``; ``time {inputs, log, reps, warmup_ms}`` → ``timed {ms, method}`` (`time_replay`);
-either may answer ``error {kind, message}`` with kind ``refused`` (a kernel is not
+``profile {inputs, log, calls}`` → ``profiled {kernels, candidate_compiled_kernels, ...}`` (GPU,
+`profile_replay`); each may answer ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
 as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct),
 ``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
@@ -74,6 +75,8 @@ class Replay:
         self.elements = 0
         self.flops = 0
         self.launches = 0
+        #: compiled kernel name -> launches (GPU: `CompiledKernel.name`), for the coverage profile
+        self.compiled: dict[str, int] = {}
 
     # -- buffers ----------------------------------------------------------------------------
     def _bytes_storage(self, content: torch.Tensor) -> Any:
@@ -253,7 +256,7 @@ class Replay:
         buffers = bounds.tensor_buffers(list(getattr(kernel, "arg_names", None) or []), args, kwargs)
         try:
             with bounds.launch(str(event["launch"]).partition(":")[0], buffers):
-                kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
+                compiled = kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
         except KernelRefused:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -266,6 +269,9 @@ class Replay:
             raise Diverged(f"kernel {event['launch']} raised when replayed: {type(exc).__name__}: "
                            f"{str(exc)[:300]}") from exc
         self.launches += 1
+        name = getattr(compiled, "name", None)  # the interpreter returns no compiled kernel
+        if isinstance(name, str):
+            self.compiled[name] = self.compiled.get(name, 0) + 1
 
 
 class Unsupported(Exception):
@@ -348,6 +354,45 @@ def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.
     return {"ms": times, "method": f"clean-room replay of the logged launches and ops; {timer.method}"}
 
 
+def profile_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
+                   payload: dict[str, Any]) -> dict[str, Any]:
+    """Device time per kernel over `calls` replays of one trial's log (GPU only), for coverage.
+
+    The candidate's kernels are the ones the replays launched, by exact compiled name, with their
+    launch counts (`coverage.is_candidate_kernel`); everything else on the device timeline came
+    from the logged ATen ops. Buffers are made before the profiled region, so copies of the
+    inputs and state are not in the denominator. The reply has the candidate worker's
+    ``profiled`` shape, so the parent parses both alike (`measurement.parse_profile_reply`).
+    """
+    from tritongym.evaluator.worker.profiling import profile_forward
+
+    log, inputs, calls = payload.get("log"), payload.get("inputs"), payload.get("calls")
+    if not isinstance(log, dict) or not isinstance(inputs, list) or type(calls) is not int or calls < 1:
+        raise Diverged("malformed profile request")
+    if device.type != "cuda":
+        raise Diverged("profiling needs a CUDA device")
+    tensors = common.tensors_in(inputs)
+    kernels = log.get("kernels") or {}
+    made: list[Replay] = []
+
+    def prepared() -> list[Any]:
+        replay = Replay(device, builder, state, kernels)
+        replay.load_buffers(log, tensors)
+        made.append(replay)
+        return [replay]
+
+    with torch.no_grad():
+        prepared()[0].execute(log)  # compiled before the profile
+        made.clear()
+        times = profile_forward(lambda replay: replay.execute(log), prepared, calls)
+    counts: dict[str, int] = {}
+    for replay in made:
+        for name, launched in replay.compiled.items():
+            counts[name] = counts.get(name, 0) + launched
+    return {"kernels": [[k.name, k.device_us, k.count] for k in times], "candidate_kernels": sorted(counts),
+            "candidate_compiled_kernels": sorted(counts), "candidate_launch_counts": counts}
+
+
 def serve(channel: Any, source: str, device: torch.device) -> None:
     builder = KernelBuilder(source)
     state: list[torch.Tensor] = []
@@ -362,12 +407,15 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             state = list(tensors) if isinstance(tensors, list) else []
             channel.send("state_set", {"count": len(state)})
             continue
-        if message.kind not in ("replay", "time"):
+        if message.kind not in ("replay", "time", "profile"):
             channel.send("error", {"kind": "diverged", "message": f"unknown request {message.kind!r}"})
             continue
         try:
             if message.kind == "time":
                 channel.send("timed", time_replay(device, builder, state, payload))
+                continue
+            if message.kind == "profile":
+                channel.send("profiled", profile_replay(device, builder, state, payload))
                 continue
             log = payload.get("log")
             replay = Replay(device, builder, state, (log.get("kernels") if isinstance(log, dict) else None) or {})

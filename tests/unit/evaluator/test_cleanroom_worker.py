@@ -1,4 +1,6 @@
-"""The clean room's memory bounds (`cleanroom.bounds`): every access inside a buffer the launch got.
+"""The clean-room worker's own measurements: memory bounds, the timed replay and the profile.
+
+Bounds (`cleanroom.bounds`): every access inside a buffer the launch got.
 
 The pure checks run here on numpy addresses; the interpreter wiring runs in a subprocess with
 ``TRITON_INTERPRET=1`` (the clean room's own mode). End to end, through the jail:
@@ -197,3 +199,23 @@ def test_a_time_request_out_of_bounds_is_refused(reps, warmup):
     with pytest.raises(Diverged, match="a positive number of repetitions and a finite warm-up"):
         time_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": [torch.zeros(4)],
                                                                  "reps": reps, "warmup_ms": warmup})
+
+
+@pytest.mark.parametrize("calls", [0, -1, True, 2.0, None])
+def test_a_profile_request_needs_positive_calls(calls):
+    from tritongym.evaluator.cleanroom.kernels import KernelBuilder
+    from tritongym.evaluator.cleanroom.worker import Diverged, profile_replay
+
+    with pytest.raises(Diverged, match="malformed profile request"):
+        profile_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": [torch.zeros(4)],
+                                                                    "calls": calls})
+
+
+def test_profiling_is_refused_without_a_gpu():
+    """The coverage profile is GPU work (CUDA activities); on the CPU tier there is none to read."""
+    from tritongym.evaluator.cleanroom.kernels import KernelBuilder
+    from tritongym.evaluator.cleanroom.worker import Diverged, profile_replay
+
+    with pytest.raises(Diverged, match="needs a CUDA device"):
+        profile_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": [torch.zeros(4)],
+                                                                    "calls": 3})
