@@ -263,7 +263,7 @@ class Replay:
             beyond = _cause(exc, bounds.OutOfBounds)
             if beyond is not None:
                 raise beyond from None
-            text = _interpreter_limit(exc)
+            text = common.interpreter_limit(exc)
             if text is not None:
                 raise Unsupported(text) from exc
             raise Diverged(f"kernel {event['launch']} raised when replayed: {type(exc).__name__}: "
@@ -280,25 +280,7 @@ class Unsupported(Exception):
 
 def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
     """`exc` or the first exception of type `kind` it was raised from (the interpreter wraps)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _interpreter_limit(exc: BaseException) -> str | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if "not supported in interpreter mode" in str(current):
-            return str(current)[:300]
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return next((error for error in common.exception_chain(exc) if isinstance(error, kind)), None)
 
 
 def _ints(value: Any) -> bool:
