@@ -100,7 +100,8 @@ class LaunchBounds:
 
 
 def tensor_buffers(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> list[Buffer]:
-    """The storages of a launch's tensor arguments (inside tuples and lists too), by name."""
+    """The storages of a launch's tensor arguments (inside tuples and lists, and a TMA descriptor's
+    base), by name."""
     found: list[Buffer] = []
 
     def visit(name: str, value: Any, depth: int = 0) -> None:
@@ -110,6 +111,8 @@ def tensor_buffers(names: list[str], args: list[Any], kwargs: dict[str, Any]) ->
         elif isinstance(value, (list, tuple)) and depth < 4:
             for position, item in enumerate(value):
                 visit(f"{name}[{position}]", item, depth + 1)
+        elif type(value).__name__ == "TensorDescriptor" and isinstance(getattr(value, "base", None), torch.Tensor):
+            visit(f"{name}.base", value.base, depth + 1)
 
     for position, value in enumerate(args):
         visit(names[position] if position < len(names) else f"argument {position}", value)

@@ -178,7 +178,26 @@ class Replay:
                 return tl.constexpr(inner)
             if "kernel" in value:
                 return self.builder.build(value["kernel"], self.kernels).jit
+            if "descriptor" in value and isinstance(value["descriptor"], dict):
+                return self._descriptor(value["descriptor"], depth)
         raise Diverged(f"a value that cannot be replayed ({type(value).__name__})")
+
+    def _descriptor(self, fields: dict[str, Any], depth: int) -> Any:
+        """A host-side TMA descriptor rebuilt from its logged fields (its base a tensor here)."""
+        import dataclasses
+
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+        if not set(fields) <= names or "base" not in fields:
+            raise Diverged("a tensor descriptor with fields this Triton does not have")
+        decoded = {name: self.decode(field, depth + 1) for name, field in fields.items()}
+        if not isinstance(decoded["base"], torch.Tensor):
+            raise Diverged("a tensor descriptor without a base tensor")
+        try:
+            return TensorDescriptor(**decoded)
+        except (AssertionError, TypeError, ValueError) as exc:
+            raise Diverged(f"a tensor descriptor that cannot be rebuilt: {exc}") from exc
 
     def bind_outputs(self, logged: Any, actual: Any) -> None:
         """Results of an op take the log's buffer numbers; the layout must be what was logged."""
