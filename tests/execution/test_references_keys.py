@@ -10,6 +10,8 @@ since this machine has them.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from tests.execution.conftest import needs_forkserver
 from tests.execution.scaled_problems import runner_kept as kept
@@ -158,10 +160,19 @@ def test_fresh_jailed_references_start_a_jailed_worker_each_time_and_keep_none()
     assert not kept(first) and not kept(second)
 
 
-def environment_of(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/environ", "rb") as handle:
-        pairs = [item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item]
-    return {key.decode(): value.decode() for key, value in pairs}
+def environment_of(pid: int, waiting_for: str, within: float = 5.0) -> dict[str, str]:
+    """The process's environment once it holds `waiting_for`, or as it is after `within` seconds.
+
+    Between fork and exec ``/proc/<pid>/environ`` still shows the parent's environment (this test
+    process's), and the waiting shell may not have exec'd yet when `acquire` returns."""
+    deadline = time.monotonic() + within
+    while True:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            pairs = [item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item]
+        env = {key.decode(): value.decode() for key, value in pairs}
+        if waiting_for in env or time.monotonic() > deadline:
+            return env
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -171,7 +182,7 @@ def test_fresh_workers_get_the_caches_torch_thread_count(threads):
     cache = WarmReferences(threads=threads, fork=False)
     try:
         runner = cache.acquire(problem(91), "cpu", 60.0)
-        env = environment_of(runner.process.pid)
+        env = environment_of(runner.process.pid, "OMP_NUM_THREADS")
         assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == (str(threads), str(threads))
         runner.close()
     finally:
