@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.conftest import KERNELBENCH_JSONL
 from tests.execution.scaled_problems import SCALED_RELU
 from tests.service.conftest import NO_TRITON, SYNTAX_ERROR
 
@@ -29,6 +30,7 @@ from tritongym.service.core import (
     ServiceError,
     _as_source,
     _fingerprint,
+    _on_cpu,
     _Waiters,
     build_options,
     build_options_checked,
@@ -341,6 +343,88 @@ def test_pruning_problems_forgets_them_here_too(service):
     assert service.prune_problems(max_age_s=0) == 2
     assert service.problem_by_hash(kept_by_job.content_hash) is kept_by_job
     assert newest.content_hash not in service._problems
+
+
+# -- problem sizes ------------------------------------------------------------------------------
+
+needs_dataset = pytest.mark.skipif(not KERNELBENCH_JSONL.is_file(), reason=f"the shared KernelBench dataset is "
+                                   f"absent: {KERNELBENCH_JSONL} (or set TRITONGYM_KERNELBENCH_JSONL)")
+
+
+def kernelbench(*problem_ids: str) -> list[str]:
+    from tritongym.tasks import load_problems
+
+    by_id = {p.problem_id: p.source for p in load_problems(KERNELBENCH_JSONL)}
+    return [by_id[i] for i in problem_ids]
+
+
+def test_only_a_cuda_device_is_a_gpu_and_auto_follows_what_this_process_sees():
+    import torch
+
+    assert _on_cpu("cpu") and not _on_cpu("cuda") and not _on_cpu("cuda:1")
+    assert _on_cpu("auto") is (not torch.cuda.is_available())
+
+
+@needs_dataset
+def test_problem_sizes_by_value(tmp_path):
+    """Each size on a problem the shipped table scales (KernelBench's 19_ReLU) and one it cannot size
+    (3/5, AlexNet), with the request's device before the server's; the variant is stored unregistered."""
+    relu_source, alexnet_source = kernelbench("kernelbench/level1/19", "kernelbench/level3/5")
+    gpu = EvaluationService(config(tmp_path / "gpu", device="cuda"))  # a GPU server (nothing runs here)
+    cpu = EvaluationService(config(tmp_path / "cpu"))
+    try:
+        for service in (cpu, gpu):
+            relu = service.problem_from_source(relu_source, name="19_ReLU", problem_id="kernelbench/level1/19",
+                                               registered=True)
+            for size in (None, "original"):
+                assert service.problem_at_size(relu, size, {}) is relu
+            variant = service.problem_at_size(relu, "cpu", {"device": "cuda"})  # cpu: whatever the device
+            assert variant.size == "cpu" and variant.content_hash != relu.content_hash
+            assert (variant.name, variant.problem_id) == ("19_ReLU", "kernelbench/level1/19")
+            assert "batch_size = 64" in variant.source and "dim = 6144" in variant.source
+            stored = service.store.get_problem(variant.content_hash)
+            assert stored.source == variant.source and stored.registered is False
+            assert service.problem_by_hash(variant.content_hash) is variant
+            assert service.store.get_problem(relu.content_hash).registered  # the original is left as it was
+            # The variant sent again is its own CPU size (the same object, stored as it was).
+            assert service.problem_at_size(variant, "cpu", {}) is variant
+        # auto: the CPU size where the evaluation runs on a CPU, the request's device first.
+        for service, options, sized in ((cpu, {}, True), (cpu, {"device": "cpu"}, True),
+                                        (cpu, {"device": "cuda"}, False), (cpu, {"device": "cuda:0"}, False),
+                                        (gpu, {}, False), (gpu, {"device": "cpu"}, True),
+                                        (gpu, {"device": None}, False)):
+            relu = service.problem_by_hash(service.problem_from_source(relu_source).content_hash)
+            got = service.problem_at_size(relu, "auto", options)
+            assert (got is not relu and got.size == "cpu") is sized, (service.config.device, options)
+            if not sized:
+                assert got is relu
+        # A problem the table knows has no CPU size: a 422 with the table's reason; auto keeps it as sent.
+        alexnet = cpu.problem_from_source(alexnet_source, problem_id="kernelbench/level3/5")
+        with pytest.raises(ServiceError) as cannot:
+            cpu.problem_at_size(alexnet, "cpu", {})
+        assert cannot.value.status_code == 422 and cannot.value.message.startswith(
+            "size 'cpu': kernelbench/level3/5 has ")
+        assert cpu.problem_at_size(alexnet, "auto", {}) is alexnet
+        assert gpu.problem_at_size(alexnet, "auto", {"device": "cpu"}) is alexnet
+    finally:
+        cpu.stop()
+        gpu.stop()
+
+
+def test_cpu_size_of_a_problem_the_server_cannot_size_is_a_422_naming_both_ways_out(service):
+    unknown = service.problem_from_source(source(3), problem_id="mine/3")
+    with pytest.raises(ServiceError) as refused:
+        service.problem_at_size(unknown, "cpu", {})
+    assert (refused.value.status_code, refused.value.message) == (422, (
+        "size 'cpu': no CPU size is known for problem 'mine/3' (this server sizes KernelBench's and the "
+        "built-in problems; it never runs a client's problem code outside the sandbox to size it): send its "
+        "CPU-size variant as the source (tritongym.tasks.sizing.cpu_variant(problem), or tritongym run --server "
+        "--size cpu, which sizes on the client), or 'original'"))
+    assert service.problem_at_size(unknown, "auto", {}) is unknown
+    assert service.problem_at_size(unknown, "auto", {"device": "cpu"}) is unknown
+    # A built-in problem is its own CPU size (the table's "unchanged"): the same object back.
+    builtin = service.problem_by_builtin("builtin/02_leaky_relu")
+    assert service.problem_at_size(builtin, "cpu", {}) is builtin
 
 
 # -- submitting, cancelling, waiting -----------------------------------------------------------
