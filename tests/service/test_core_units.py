@@ -86,18 +86,21 @@ def test_build_options_applies_the_servers_device_and_sandbox_and_converts_colle
     assert build_options({}, cfg).input_families == ("negated", "scaled", "offset")
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"reward": [1]}, "reward must be an object of RewardConfig weights"),
-    ({"reward": {"nope": 1}}, "reward: "),
-    ({"sandbox": "none"}, "the sandbox mode is set by the server (bwrap); leave 'sandbox' out"),
-    ({"timeout": 60.5}, "timeout 60.5 exceeds this server's limit of 60 s"),
-    ({"no_such_option": 1}, "no_such_option"),
+@pytest.mark.parametrize(("fields", "message", "whole"), [
+    ({"reward": [1]}, "reward must be an object of RewardConfig weights", True),
+    ({"reward": {"nope": 1}}, "reward: ", False),
+    ({"sandbox": "none"}, "the sandbox mode is set by the server (bwrap); leave 'sandbox' out", True),
+    ({"timeout": 60.5}, "timeout 60.5 exceeds this server's limit of 60 s", True),
+    ({"no_such_option": 1}, "no_such_option", False),
 ])
-def test_build_options_refuses_with_the_reason(tmp_path, fields, message):
+def test_build_options_refuses_with_the_reason(tmp_path, fields, message, whole):
     cfg = config(tmp_path, max_timeout_s=60.0)
     with pytest.raises(OptionsError) as refused:
         build_options(fields, cfg)
-    assert str(refused.value).startswith(message) or message in str(refused.value)
+    if whole:
+        assert str(refused.value) == message
+    else:
+        assert str(refused.value).startswith(message) or message in str(refused.value)
     with pytest.raises(ServiceError) as checked:
         build_options_checked(fields, cfg)
     assert checked.value.status_code == 422 and checked.value.message == f"invalid options: {refused.value}"
@@ -136,7 +139,7 @@ def test_a_one_line_solution_gets_a_newline_so_it_is_never_read_as_a_path():
 
 
 def test_the_event_log_appends_one_flushed_line_per_event(tmp_path):
-    path = tmp_path / "deep" / "events.jsonl"
+    path = tmp_path / "deep" / "er" / "events.jsonl"  # missing folders are made, however many
     log = EventLog(path)
     log.write({"a": 1, "p": Path("/x")})
     assert path.read_text() == '{"a": 1, "p": "/x"}\n'  # flushed at once; str() for what JSON lacks
@@ -309,6 +312,30 @@ def test_problems_by_hash_from_the_cache_or_the_store(service, tmp_path):
         assert other.problem_by_hash(problem.content_hash) is loaded  # cached now
     finally:
         other.stop()
+
+
+def test_a_problems_level_is_stored_and_read_back(service):
+    from tritongym.tasks import Problem
+
+    leveled = service.store_problem(Problem(source=source(18), name="l2", problem_id="set/l2", level=2),
+                                    registered=True)
+    assert service.store.get_problem(leveled.content_hash).level == 2
+    other = EvaluationService(service.config)  # the same file, an empty cache: read from the store
+    try:
+        assert other.problem_by_hash(leveled.content_hash).level == 2
+    finally:
+        other.stop()
+
+
+def test_pruning_problems_another_process_registered(service):
+    # Problems this process never cached (registered by another process on the same file) are pruned too.
+    other = EvaluationService(service.config)
+    try:
+        for n in (20, 21, 22):
+            other.problem_from_source(source(n), registered=True)
+    finally:
+        other.stop()
+    assert service._problems == {} and service.prune_problems() == 1  # max_problems 2
 
 
 def test_the_problem_cache_keeps_the_latest_512(service):
@@ -727,6 +754,31 @@ def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
         assert asyncio.run(service.wait_final([waiting.id], 60))[waiting.id].state == JobState.DONE
     finally:
         service.stop()
+
+
+def test_stopping_abandons_a_running_job_to_the_next_start(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                        "relu_problem.py").read_text(), name="relu")
+    [(spinner, _)] = service.submit([JobSpec(relu.content_hash, SPIN.read_text(),
+                                             {"timeout": 120.0, "num_trials": 1, "input_families": []})],
+                                    client="c")
+    deadline = time.monotonic() + 60
+    while service.get(spinner.id).state != JobState.RUNNING or not service.pool.stats().busy:
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
+    started = time.monotonic()
+    service.stop()  # does not wait for the candidate's 120 s
+    assert time.monotonic() - started < 30 and not service.ready
+    again = EvaluationService(service.config)
+    try:
+        assert again.store.get(spinner.id).state == JobState.RUNNING  # left as it was, not half-stored
+        assert again.store.requeue_unfinished() == 1
+    finally:
+        again.stop()
 
 
 def test_the_event_log_numbers_a_jobs_runs_from_one(tmp_path):
