@@ -483,6 +483,17 @@ def test_a_batch_is_refused_whole_with_the_reason(service):
     assert service.store.count_unfinished() == 0
 
 
+def test_a_batch_of_exactly_the_limits_is_taken(tmp_path):
+    service = EvaluationService(config(tmp_path, max_batch=2, max_in_flight_per_client=2))
+    try:
+        h = service.problem_from_source(source(19)).content_hash
+        assert [created for _, created in service.submit([JobSpec(h, "a\n", {}), JobSpec(h, "b\n", {})],
+                                                         client="c")] == [True, True]
+        assert service.store.count_unfinished("c") == 2
+    finally:
+        service.stop()
+
+
 def test_per_client_limits_idempotency_and_what_a_job_stores(service):
     h = service.problem_from_source(source(13)).content_hash
     spec = JobSpec(h, "x\n", {"num_trials": 2}, idempotency_key="k1", extra={"n": 1})
