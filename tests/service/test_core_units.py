@@ -490,6 +490,7 @@ def test_a_batch_of_exactly_the_limits_is_taken(tmp_path):
         assert [created for _, created in service.submit([JobSpec(h, "a\n", {}), JobSpec(h, "b\n", {})],
                                                          client="c")] == [True, True]
         assert service.store.count_unfinished("c") == 2
+        assert {record.api for record, _ in service.submit([JobSpec(h, "a\n", {})], client="d")} == {"native"}
     finally:
         service.stop()
 
