@@ -535,6 +535,7 @@ def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
     assert (event["job"], event["api"], event["client"], event["problem_hash"], event["state"], event["attempt"],
             event["error"]) == (record.id, "native", "carol", h, "cancelled", 0, "cancelled by a client")
     assert 0 <= event["queued_s"] < 60 and event["time"] >= record.submitted
+    assert event["queued_s"] == round(event["queued_s"], 4)  # rounded to 0.1 ms
     assert sample(service, "tritongym_jobs_finished_total", state="cancelled") == 1.0
     # A finished job can be replaced (its key freed); an unfinished one cannot.
     [(other, _)] = service.submit([JobSpec(h, "y\n", {}, idempotency_key="k")], client="carol")
@@ -562,6 +563,7 @@ def test_waiting_returns_final_jobs_at_once_at_the_timeout_or_when_one_ends(serv
         await asyncio.to_thread(service.cancel, b.id)
         done = await asyncio.wait_for(waiting, 10)
         assert list(done) == [b.id] and done[b.id].state == JobState.CANCELLED
+        assert done[b.id] == service.get(b.id)  # the record handed to the waiter is the stored one
         assert [r.id for r in await asyncio.wait_for(nexting, 10)] == [b.id]
         assert service.waiters._by_job == {}
 
