@@ -555,6 +555,9 @@ def test_waiting_returns_final_jobs_at_once_at_the_timeout_or_when_one_ends(serv
         assert set(await service.wait_final([a.id, b.id], 0)) == {a.id}  # b unfinished: only a, at once
         assert [r.id for r in await service.next_final([a.id, b.id], 5)] == [a.id]
         assert await service.next_final([b.id], 0.05) == []
+        started = asyncio.get_running_loop().time()
+        assert await service.wait_final([b.id], 0.3) == {}  # nothing final: empty once the timeout passed
+        assert 0.3 <= asyncio.get_running_loop().time() - started < 10
         # b ends while both calls wait.
         waiting = asyncio.ensure_future(service.wait_final([b.id], 30))
         nexting = asyncio.ensure_future(service.next_final([b.id], 30))
