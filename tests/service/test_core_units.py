@@ -744,6 +744,29 @@ def test_jobs_the_pool_cancels_or_that_raise_are_stored_with_the_reason(tmp_path
         service.stop()
 
 
+def test_a_built_in_problems_reference_runs_trusted_and_a_clients_in_the_jail(tmp_path):
+    # Where each reference ran shows in the pool's warm reference servers: one per (device, jailed).
+    service = EvaluationService(config(tmp_path, dispatch_depth=2))
+    service.start()
+    try:
+        relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                            "relu_problem.py").read_text(), name="relu")
+        builtin = service.problem_by_builtin("builtin/01_scaled_add")
+        honest = (SPIN.parent / "relu_honest.py").read_text()  # passes the static gate: the reference runs
+        fast = {"num_trials": 1, "input_families": []}
+        [(client, _), (ours, _)] = service.submit([JobSpec(relu.content_hash, honest, fast),
+                                                   JobSpec(builtin.content_hash, honest, fast)], client="c")
+        final = wait_done(service, [client.id, ours.id])
+        assert final[client.id].result["status"] == "ok"
+        # The job's own options (one trial, no input families), not the defaults.
+        assert [trial["family"] for trial in final[client.id].result["trials"]] == ["get_inputs"]
+        references = service.pool.references
+        assert references.server_pid("cpu", True) is not None  # the client's problem: jailed
+        assert references.server_pid("cpu", False) is not None  # the built-in one: unjailed
+    finally:
+        service.stop()
+
+
 def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
     import time
 
