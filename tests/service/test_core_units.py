@@ -767,6 +767,25 @@ def test_a_built_in_problems_reference_runs_trusted_and_a_clients_in_the_jail(tm
         service.stop()
 
 
+def test_a_job_a_closed_pool_refuses_goes_back_to_the_queue(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    try:
+        service.pool.close(wait=False)  # the pool went away under a running service
+        problem = service.problem_by_builtin("builtin/01_scaled_add")
+        [(record, _)] = service.submit([JobSpec(problem.content_hash, NO_TRITON, {})], client="c")
+        # The dispatcher retries every second, each time claiming and putting it back: seen queued, unrun.
+        deadline = time.monotonic() + 10
+        while (service.get(record.id).state, service.get(record.id).attempts) != (JobState.QUEUED, 0):
+            assert time.monotonic() < deadline, "the refused job was not put back in the queue"
+            time.sleep(0.01)
+        assert service.in_flight() == 0
+    finally:
+        service.stop()
+
+
 def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
     import time
 
