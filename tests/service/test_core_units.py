@@ -583,7 +583,12 @@ def wait_done(service: EvaluationService, ids: list[str]) -> dict:
 
 
 def test_started_jobs_are_evaluated_stored_logged_and_counted(tmp_path):
+    import time
+
+    before = time.time()
     service = EvaluationService(config(tmp_path, dispatch_depth=None))
+    assert before <= service.started_at <= time.time()
+    assert (service.ready, service.requeued_at_start, service.in_flight()) == (False, 0, 0)  # until start()
     # A job left running by a previous process is requeued at the start.
     problem = service.problem_by_builtin("builtin/01_scaled_add")
     service.store.insert_jobs([NewJob(id="left", idempotency_key=None, fingerprint="f", client="old", api="native",
