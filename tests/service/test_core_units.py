@@ -495,7 +495,8 @@ def test_a_batch_of_exactly_the_limits_is_taken(tmp_path):
         service.stop()
 
 
-def test_per_client_limits_idempotency_and_what_a_job_stores(service):
+def test_per_client_limits_idempotency_and_what_a_job_stores(service, caplog):
+    caplog.set_level("INFO", logger="tritongym.service")
     h = service.problem_from_source(source(13)).content_hash
     spec = JobSpec(h, "x\n", {"num_trials": 2}, idempotency_key="k1", extra={"n": 1})
     [(record, created)] = service.submit([spec], client="alice", api="kernelgym")
@@ -519,7 +520,8 @@ def test_per_client_limits_idempotency_and_what_a_job_stores(service):
                                      "(wait for results, then submit more)")
     assert len(service.submit([JobSpec(h, "c\n", {})] * 3, client="bob")) == 3  # per client
     assert sample(service, "tritongym_jobs_submitted_total") == 6.0
-    assert service.in_flight() == 0  # not started: nothing dispatched
+    assert service.in_flight() == 0  # not started: nothing dispatched, and not tried (no dispatch error)
+    assert caplog.records == []
 
 
 def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
