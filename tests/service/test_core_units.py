@@ -686,6 +686,29 @@ def test_the_dispatcher_prunes_by_count_then_by_age_jobs_and_problems(tmp_path):
         service.stop()
 
 
+def test_the_dispatcher_outlives_a_failing_store_and_logs_each_failure(tmp_path, caplog):
+    import time
+
+    caplog.set_level("INFO", logger="tritongym.service")
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    try:
+        service.store.close()  # every store call fails from here on (a closed database)
+
+        def failures() -> list:
+            return [r for r in caplog.records if r.getMessage() == "dispatch failed; retrying"]
+
+        deadline = time.monotonic() + 20
+        while len(failures()) < 2:  # it failed, backed off, woke again and failed again
+            assert time.monotonic() < deadline, "the dispatcher stopped retrying"
+            time.sleep(0.05)
+        assert service._dispatcher.is_alive()
+        first = failures()[0]
+        assert first.levelname == "ERROR" and first.exc_info is not None  # with the store's exception
+    finally:
+        service.stop()
+
+
 def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
     service = EvaluationService(config(tmp_path, dispatch_depth=2))
     problem = service.problem_by_builtin("builtin/01_scaled_add")
