@@ -537,7 +537,9 @@ def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
     assert (event["job"], event["api"], event["client"], event["problem_hash"], event["state"], event["attempt"],
             event["error"]) == (record.id, "native", "carol", h, "cancelled", 0, "cancelled by a client")
     assert 0 <= event["queued_s"] < 60 and event["time"] >= record.submitted
-    assert event["queued_s"] == round(event["queued_s"], 4)  # rounded to 0.1 ms
+    # Seconds from submission to this outcome, a float rounded to 0.1 ms.
+    assert isinstance(event["queued_s"], float) and event["queued_s"] == round(event["queued_s"], 4)
+    assert abs(event["queued_s"] - (event["time"] - record.submitted)) < 0.01
     assert sample(service, "tritongym_jobs_finished_total", state="cancelled") == 1.0
     # A finished job can be replaced (its key freed); an unfinished one cannot.
     [(other, _)] = service.submit([JobSpec(h, "y\n", {}, idempotency_key="k")], client="carol")
@@ -789,6 +791,8 @@ def test_a_built_in_problems_reference_runs_trusted_and_a_clients_in_the_jail(tm
         fast = {"num_trials": 1, "input_families": []}
         [(client, _), (ours, _)] = service.submit([JobSpec(relu.content_hash, honest, fast),
                                                    JobSpec(builtin.content_hash, honest, fast)], client="c")
+        # Waiting for one job: the record handed with the notice is the one stored.
+        assert asyncio.run(service.wait_final([client.id], 120))[client.id] == service.get(client.id)
         final = wait_done(service, [client.id, ours.id])
         assert final[client.id].result["status"] == "ok"
         # The job's own options (one trial, no input families), not the defaults.
@@ -798,6 +802,17 @@ def test_a_built_in_problems_reference_runs_trusted_and_a_clients_in_the_jail(tm
         assert references.server_pid("cpu", False) is not None  # the built-in one: unjailed
     finally:
         service.stop()
+
+
+def test_a_pool_given_to_the_service_is_used_and_left_open(tmp_path):
+    from tritongym.execution import LocalPool
+
+    with LocalPool(1) as pool:
+        service = EvaluationService(config(tmp_path), pool=pool)
+        service.start()
+        assert service.pool is pool
+        service.stop()
+        assert not pool._closed  # the caller's pool: the caller closes it
 
 
 def test_a_job_a_closed_pool_refuses_goes_back_to_the_queue(tmp_path):
