@@ -92,6 +92,10 @@ def test_build_options_applies_the_servers_device_and_sandbox_and_converts_colle
     ({"sandbox": "none"}, "the sandbox mode is set by the server (bwrap); leave 'sandbox' out", True),
     ({"timeout": 60.5}, "timeout 60.5 exceeds this server's limit of 60 s", True),
     ({"no_such_option": 1}, "no_such_option", False),
+    # Not a list of names: refused naming the field (these raised TypeError, a 500, through a library caller).
+    ({"input_families": 5}, "input_families must be a list of names, got 5", True),
+    ({"disabled_checks": 5}, "disabled_checks must be a list of names, got 5", True),
+    ({"disabled_checks": [["x"]]}, "disabled_checks must be a list of names, got [['x']]", True),
 ])
 def test_build_options_refuses_with_the_reason(tmp_path, fields, message, whole):
     cfg = config(tmp_path, max_timeout_s=60.0)
