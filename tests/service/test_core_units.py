@@ -868,8 +868,9 @@ def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
 
 
 # The abandoned pool's handles (its fork servers' processes and sockets) are collected unclosed: by design.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning")
 def test_stopping_abandons_a_running_job_to_the_next_start(tmp_path):
+    import gc
     import time
 
     service = EvaluationService(config(tmp_path))
@@ -894,9 +895,14 @@ def test_stopping_abandons_a_running_job_to_the_next_start(tmp_path):
         again.stop()
     # The abandoned evaluation ends at its timeout (in a server, the process exits after stop()):
     # wait for it here, so that no spinning candidate outlives this test.
-    for slot in service.pool._slots:
+    pool = service.pool
+    for slot in pool._slots:
         slot.thread.join(60)
         assert not slot.thread.is_alive()
+    # Its handles (sockets, processes) are collected here, under this test's warning filter, not in a
+    # later test's.
+    del service, again, pool, slot
+    gc.collect()
 
 
 def test_the_event_log_numbers_a_jobs_runs_from_one(tmp_path):
