@@ -2,9 +2,10 @@
 
 For every problem of the built-in suite with its honest solution (examples/builtin):
 
-* **timing agreement**: tritongym's candidate median against `triton.testing.do_bench` of the same
-  `ModelNew` on the same shapes, in this process (fresh inputs, L2 flushed by do_bench); the
-  target is agreement within 10 %;
+* **timing agreement**: tritongym's charged candidate median (the larger of the candidate
+  worker's own and the clean room's replay of the logged work) and the replay's median alone,
+  each against `triton.testing.do_bench` of the same `ModelNew` on the same shapes, in this
+  process (fresh inputs, L2 flushed by do_bench); the target is agreement within 10 %;
 * **stability**: the coefficient of variation of the speedup over ``--runs`` evaluations (5);
 * **coverage**: the PR coverage of the honest solution, and the verdict of a PyTorch fallback of
   the same problem (the reference's forward behind a token kernel) — it must get no reward;
@@ -58,6 +59,8 @@ class Row:
     do_bench_ms: float | None = None
     tritongym_ms: list[float] = field(default_factory=list)
     speedups: list[float] = field(default_factory=list)
+    #: the clean room's median replay of the logged work, per evaluation (`timing.replay_median_ms`)
+    replay_ms: list[float] = field(default_factory=list)
     coverage: float | None = None
     fallback_status: str | None = None
     fallback_reward: float | None = None
@@ -66,6 +69,11 @@ class Row:
     @property
     def agreement(self) -> float | None:
         return relative_gap(statistics.median(self.tritongym_ms), self.do_bench_ms) if self.tritongym_ms and \
+            self.do_bench_ms else None
+
+    @property
+    def replay_agreement(self) -> float | None:
+        return relative_gap(statistics.median(self.replay_ms), self.do_bench_ms) if self.replay_ms and \
             self.do_bench_ms else None
 
     @property
@@ -96,16 +104,21 @@ def _cell(value: float | None, fmt: str, unverified: bool) -> str:
 
 def render(rows: list[Row], evals_per_hour: float | None, unverified: bool, device: str) -> str:
     lines = [f"GPU validation on {device}" + (" — **unverified: no CUDA device here**" if unverified else ""), "",
-             "| problem | do_bench ms | tritongym ms (median) | gap | speedup CV | coverage (honest) | fallback |",
-             "|---|---|---|---|---|---|---|"]
+             "| problem | do_bench ms | tritongym ms (median, charged) | gap | clean-room replay ms | gap "
+             "| speedup CV | coverage (honest) | fallback |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        gap = row.agreement
+        gap, replay_gap = row.agreement, row.replay_agreement
         mark = "" if gap is None or gap <= AGREEMENT_TARGET else " ✗"
+        replay_mark = "" if replay_gap is None or replay_gap <= AGREEMENT_TARGET else " ✗"
         fallback = "unverified (no GPU)" if unverified else (
             f"{row.fallback_status}, reward {row.fallback_reward:g}" if row.fallback_status else "—")
         lines.append(f"| {row.problem} | {_cell(row.do_bench_ms, '.4f', unverified)} | "
                      f"{_cell(statistics.median(row.tritongym_ms) if row.tritongym_ms else None, '.4f', unverified)} | "
-                     f"{_cell(gap, '.1%', unverified)}{mark} | {_cell(row.speedup_cv, '.1%', unverified)} | "
+                     f"{_cell(gap, '.1%', unverified)}{mark} | "
+                     f"{_cell(statistics.median(row.replay_ms) if row.replay_ms else None, '.4f', unverified)} | "
+                     f"{_cell(replay_gap, '.1%', unverified)}{replay_mark} | "
+                     f"{_cell(row.speedup_cv, '.1%', unverified)} | "
                      f"{_cell(row.coverage, '.2f', unverified)} | {fallback} |"
                      + (f" error: {row.error}" if row.error else ""))
     lines += ["", f"evaluations per hour: {_cell(evals_per_hour, '.0f', unverified)}"]
@@ -160,6 +173,8 @@ def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
                 evaluations += 1
                 if result.timing is not None:
                     row.tritongym_ms.append(result.timing.candidate_median_ms)
+                    if result.timing.replay_median_ms is not None:
+                        row.replay_ms.append(result.timing.replay_median_ms)
                 if result.speedup is not None:
                     row.speedups.append(result.speedup)
                 if result.coverage is not None:

@@ -69,3 +69,30 @@ def test_honest_autotuned_kernel_gets_every_config_on_a_family_and_stays_ok():
     result = evaluate("autotune_relu", 2)
     assert result.status == Status.OK, (result.status, result.error)
     assert not [n for n in result.notices if n.code == "autotune_partial"]
+
+
+def _configs_ran(result) -> list[int]:
+    """tiny_relu's autotuned fixtures rotate their 3 configs by trial index."""
+    return [t.index % 3 for t in result.trials]
+
+
+def test_every_trial_gets_a_peer_that_ran_the_same_configs():
+    """Logs are compared between trials that ran the same configs (issue 20); with 2 task trials
+    and no families, configs 0 and 1 run once each, so a peer trial is added for each."""
+    result = tritongym.evaluate(TINY_RELU, candidate("autotune_relu"), device="cpu", num_trials=2,
+                                input_families=(), timeout=120)
+    assert result.status == Status.OK, (result.status, result.error)
+    ran = _configs_ran(result)
+    assert len(ran) == 4 and all(ran.count(config) == 2 for config in ran), [t.index for t in result.trials]
+
+
+def test_host_data_in_an_autotuned_grid_is_found_with_the_candidate_filters_off():
+    """100 grid values computed on the host, one per launch: found by comparing each trial's log
+    with its peer's (the candidate-side host-read filter is off, as in tests/adversarial's depth
+    tests), so the clean room's own evidence decides."""
+    result = tritongym.evaluate(TINY_RELU, candidate("autotune_relu_grid_host_data"), device="cpu",
+                                num_trials=2, input_families=(), timeout=300, candidate_checks=False,
+                                disabled_checks=["forbidden_construct"])
+    assert result.status == Status.INTEGRITY_VIOLATION, (result.status, result.error)
+    assert [v.code for v in result.violations] == ["host_compute"], result.violations
+    assert "values computed on the host" in result.violations[0].message

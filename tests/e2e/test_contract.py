@@ -91,6 +91,38 @@ def test_time_on_cpu_exercises_the_protocol_but_never_pays():
     assert result.reward == 0.5
     assert any(n.code == "timing_not_meaningful" for n in result.notices)
     assert not any(n.code == "timing_unavailable" for n in result.notices)
+    # The clean room timed the replay of a task trial's log with the same repetitions; the speedup
+    # uses the larger of the candidate's own median and the replay's.
+    timing = result.timing
+    assert timing.replay_reps == 4 and timing.replay_median_ms > 0 and timing.reported_median_ms > 0
+    assert timing.candidate_median_ms == max(timing.reported_median_ms, timing.replay_median_ms)
+    assert result.speedup == pytest.approx(timing.reference_median_ms / timing.candidate_median_ms)
+
+
+_TIMED_ON_CPU = {"num_trials": 1, "time_on_cpu": True, "timing_reps": 4, "timing_blocks": 2, "warmup_ms": 1.0}
+
+
+def test_a_forwards_host_overhead_is_charged_as_kernelbench_charges_it():
+    """The candidate's own figure includes its Python; the replay, of the kernel alone, is smaller."""
+    result = run_eval("relu_host_overhead", **_TIMED_ON_CPU)
+    assert result.status == Status.OK, result.error
+    timing = result.timing
+    assert timing.reported_median_ms > timing.replay_median_ms
+    assert timing.candidate_median_ms == timing.reported_median_ms
+    assert not any(n.code == "timing_from_replay" for n in result.notices)
+
+
+def test_timed_calls_that_skip_the_work_are_charged_the_replay_of_the_logged_work():
+    """No timed output is rechecked here, so the candidate's cached answers go unseen while it is
+    timed; the clean room's replay of a checked trial's log runs the kernel it really needs."""
+    result = run_eval("relu_lazy_when_timed", timing_rechecks=0, **_TIMED_ON_CPU)
+    assert result.status == Status.OK, result.error
+    timing = result.timing
+    assert timing.reported_median_ms < timing.replay_median_ms / 2  # returning a cached tensor
+    assert timing.candidate_median_ms == timing.replay_median_ms
+    assert result.speedup == pytest.approx(timing.reference_median_ms / timing.replay_median_ms)
+    notice = next(n for n in result.notices if n.code == "timing_from_replay")
+    assert "the speedup uses the replay's figure" in notice.message
 
 
 # -- the Python API --------------------------------------------------------------------------------

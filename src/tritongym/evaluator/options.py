@@ -70,7 +70,8 @@ class EvalOptions:
         measure_speed: time the reference and the candidate on a GPU (ignored on a CPU).
         time_on_cpu: run the timing protocol on a CPU with a host clock. The figures say nothing
             about GPU speed; this exists to test the protocol without a GPU.
-        timing_reps: timed repetitions each for the reference and the candidate.
+        timing_reps: timed repetitions each for the reference, the candidate and the clean
+            room's replay of the candidate's logged work (the charged time is the larger median).
         timing_blocks: the repetitions are split into this many interleaved blocks
             (reference, candidate, reference, ...) to cancel drift.
         timing_rechecks: how many of the candidate's timed repetitions, chosen secretly after

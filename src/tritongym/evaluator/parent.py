@@ -18,6 +18,7 @@ machine raises.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import secrets
@@ -112,7 +113,8 @@ def resolve_device(device: str) -> str:
     return device
 
 
-#: Most trials added so that every autotune config runs on a perturbed input family.
+#: Most trials added so that every autotune config runs on a perturbed input family (and again,
+#: so that every trial has a peer that ran the same configs).
 MAX_AUTOTUNE_EXTRA_TRIALS = 16
 
 
@@ -146,6 +148,10 @@ class _Evaluation:
     records: list[replays.TrialRecord] = field(default_factory=list)
     #: the model's state as the candidate built it (storages as bytes), for the clean room
     state: list[Any] = field(default_factory=list)
+    #: the clean room's timed replays of one task trial's log (ms per call), when timing is wanted
+    replay_ms: list[float] = field(default_factory=list)
+    #: the clean room's profile of replays of that trial (kernels, candidate names, launch counts), on a GPU
+    room_profile: tuple[list[Any], list[str], dict[str, int] | None] | None = None
 
     # -- helpers --------------------------------------------------------------------------
     def passing(self) -> bool:
@@ -243,6 +249,23 @@ class _Evaluation:
                 phase = f"trial {index} ({family}, autotune config {position + 1} of {count})"
                 self._run_trial(reference, candidate, index, family, want_truth, phase)
                 index += 1
+            # Every trial that ran autotune configs needs a peer that ran the same ones: host data
+            # is found by comparing logs, and a config changes grids and block sizes legitimately,
+            # so a trial without a peer could carry host data in them unseen (`replays.host_origin`).
+            # Config positions follow the trial index, so index + lcm(config counts) repeats them.
+            for _extra in range(MAX_AUTOTUNE_EXTRA_TRIALS):
+                lonely = self.records_without_a_peer()
+                if not lonely or not self.passing():
+                    break
+                record = lonely[0]
+                cycle = math.lcm(*(self.autotune_checked[kernel][1] for kernel, _position in record.configs
+                                   if kernel in self.autotune_checked))
+                used = {r.index for r in self.records}
+                index = record.index + cycle
+                while index in used:
+                    index += cycle
+                phase = f"trial {index} ({record.family}, the same autotune configs as trial {record.index})"
+                self._run_trial(reference, candidate, index, record.family, want_truth, phase)
             self.phases["trials"] = time.monotonic() - clock
         except TimeoutError as exc:
             raise CandidateFailed(
@@ -255,11 +278,16 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
-    def run_clean_room(self, start_room: Callable[[], WorkerHandle]) -> None:
+    def run_clean_room(self, start_room: Callable[[], WorkerHandle], time_reps: int = 0,
+                       profile_calls: int = 0) -> None:
         """Re-execute chosen trials' launch logs where no candidate code ever ran; decide on that.
 
         Called once the candidate answered every trial and passed the candidate-side filters
-        (which are cheap early exits, never a reason for reward). See `cleanroom`.
+        (which are cheap early exits, never a reason for reward). See `cleanroom`. With
+        `time_reps`, the room then times `time_reps` replays of one chosen task trial
+        (`replay_ms`; how it enters the speedup: `measurement.charged_candidate_ms`); with
+        `profile_calls` (a GPU), it profiles that many replays of it for the coverage
+        (`room_profile`; `measurement.run_profile` decides on it).
         """
         for record in self.records:
             error = replays.log_error(record.log)
@@ -272,11 +300,10 @@ class _Evaluation:
                     "numbers, strings and dtypes"))
                 return
         logs = [record.log for record in self.records]
-        peers = [[r.configs for r in self.records].count(record.configs) for record in self.records]
+        combos = [tuple(sorted(record.configs)) for record in self.records]
         for position, record in enumerate(self.records):
-            carried = replays.host_origin(logs, position, same_configs=[
-                i for i, other in enumerate(self.records) if other.configs == record.configs] if peers[position] > 1
-                else None)
+            peers = [i for i, combo in enumerate(combos) if combo == combos[position]]
+            carried = replays.host_origin(logs, position, same_configs=peers if len(peers) > 1 else None)
             if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
                     carried.elements - carried.external_elements <= checks.HOST_READ_BUDGET):
                 record.poison = carried.external  # decided by a poisoned replay below
@@ -309,6 +336,13 @@ class _Evaluation:
                     return
                 if record.poison and not self._dead_content(room, record, payload):
                     return
+            measured = self._measured_trial(chosen) if time_reps > 0 or profile_calls > 0 else None
+            if time_reps > 0 and measured is not None:
+                phase = "timing"
+                self._time_replays(room, measured, time_reps)
+            if profile_calls > 0 and measured is not None and self.passing():
+                phase = "profiling"
+                self._profile_replays(room, measured, profile_calls)
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
                                   f"the {self.options.timeout:g} s budget ({phase})") from exc
@@ -323,6 +357,38 @@ class _Evaluation:
                 pass
             room.process.release()
             room.channel.close()
+
+    def _measured_trial(self, chosen: list[int]) -> replays.TrialRecord:
+        """The replayed trial the clean room times and profiles: a task trial, picked in secret."""
+        task = [i for i in chosen if self.records[i].family == FAMILY_TASK] or chosen
+        return self.records[secrets.SystemRandom().choice(task)]
+
+    def _profile_replays(self, room: WorkerHandle, record: replays.TrialRecord, calls: int) -> None:
+        """Device time per kernel over `calls` replays of `record` (GPU): the coverage's evidence."""
+        with measurement.gpu_lock(self):
+            reply = room.request("profile", {"inputs": record.inputs, "log": record.log, "calls": calls})
+        if reply.kind == "error":
+            self._room_error(record, reply.payload)
+            return
+        try:
+            self.room_profile = measurement.parse_profile_reply(self._expect_room(reply, "profiled"))
+        except ValueError as exc:
+            raise ProtocolError(f"malformed profile from the clean room: {exc}") from exc
+
+    def _time_replays(self, room: WorkerHandle, record: replays.TrialRecord, reps: int) -> None:
+        """Time `reps` replays of `record` (a task trial picked in secret) in the clean room."""
+        with measurement.gpu_lock(self):  # on a GPU, timed alone as every timing phase is
+            reply = room.request("time", {"inputs": record.inputs, "log": record.log, "reps": reps,
+                                          "warmup_ms": self.options.warmup_ms})
+        if reply.kind == "error":
+            self._room_error(record, reply.payload)
+            return
+        payload = self._expect_room(reply, "timed")
+        times = payload.get("ms")
+        if not (isinstance(times, list) and len(times) == reps and all(
+                type(t) in (int, float) and math.isfinite(t) and t > 0 for t in times)):
+            raise ProtocolError("malformed timing report from the clean room")
+        self.replay_ms = [float(t) for t in times]
 
     def _dead_content(self, room: WorkerHandle, record: replays.TrialRecord, replayed: dict[str, Any]) -> bool:
         """Buffers kept from an earlier call (a cached workspace) differ between trials like host
@@ -354,6 +420,8 @@ class _Evaluation:
         if kind == "unsupported":  # measured by the clean room's own interpreter: believed
             self.note_interpreter_limit("measured in the clean room")
             raise CandidateFailed(Status.UNSUPPORTED, f"trial {record.index} (clean room): {text}")
+        if kind == "out_of_bounds":  # measured on the clean room's own buffers: see `cleanroom.bounds`
+            raise CandidateFailed(Status.RUNTIME_ERROR, f"trial {record.index} (clean room): {text}")
         if kind == "refused":
             self.add_violation(Violation(ViolationCode.PYTHON_IN_KERNEL,
                                          f"the clean room rebuilds each kernel from the solution's text with Triton "
@@ -419,6 +487,12 @@ class _Evaluation:
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
             compute_work=tuple(trial.compute_work), log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+
+    def records_without_a_peer(self) -> list[replays.TrialRecord]:
+        """Trials that ran autotune configs no other trial ran in the same combination."""
+        combos = [tuple(sorted(record.configs)) for record in self.records]
+        return [record for record, combo in zip(self.records, combos, strict=True)
+                if combo and combos.count(combo) == 1]
 
     def configs_without_a_family(self) -> list[tuple[str, int, int]]:
         """``(kernel, position, count)`` of autotune configs no perturbed-family trial has run."""
@@ -826,15 +900,16 @@ def run_evaluation(
         evaluation.phases["startup"] = time.monotonic() - phase_started
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
+            on_gpu = device.startswith("cuda")
+            wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and evaluation.records:
                 phase_started = time.monotonic()
                 evaluation.run_clean_room(lambda: _start_clean_room(
                     job, private, device=device, mode=mode, limits=candidate_limits, options=options,
-                    source=source, launcher=launcher))
+                    source=source, launcher=launcher), time_reps=options.timing_reps if wants_timing else 0,
+                    profile_calls=options.profile_calls if on_gpu else 0)
                 evaluation.phases["clean_room"] = time.monotonic() - phase_started
-            on_gpu = device.startswith("cuda")
             measurement.note_device(evaluation, reference)
-            wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and wants_timing:
                 phase_started = time.monotonic()
                 measurement.run_timing(evaluation, reference, candidate)

@@ -81,6 +81,8 @@ class NoticeCode(_StrEnum):
     BASELINE_UNAVAILABLE = "baseline_unavailable"  # the torch.compile baseline was asked for but not measured
     TIMING_TAIL_CHARGED = "timing_tail_charged"  # work ran on after the end event (side streams); it was charged
     FLOP_FLOOR_BEATEN = "flop_floor_beaten"  # below the nominal matmul FLOP floor, confirmed by the parent clock
+    # the clean room's replay of the logged work took longer than the candidate worker reported; it was charged
+    TIMING_FROM_REPLAY = "timing_from_replay"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,10 @@ class TimingReport:
     compile_reference_median_ms: float | None = None  # torch.compile(Model), when baseline is compile or both
     flop_floor_ms: float | None = None  # nominal dense-matmul FLOPs at the measured half-precision GEMM rate
     charged_reps: int = 0  # candidate repetitions whose tail after the end event was charged (side streams)
+    # -- the clean room's timing (issue 20): `candidate_median_ms` is max(reported, replay) --
+    reported_median_ms: float | None = None  # the candidate worker's own median per forward (host overhead included)
+    replay_median_ms: float | None = None  # the clean room's median replay of the logged launches and ops
+    replay_reps: int = 0
 
 
 @dataclass(frozen=True)

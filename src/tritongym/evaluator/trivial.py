@@ -85,9 +85,14 @@ def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> 
     for y, e in zip(predicted, expected, strict=True):
         if y.shape != e.shape:  # never broadcast one against the other
             raise ValueError(f"relative_l2 needs equal shapes, got {tuple(y.shape)} and {tuple(e.shape)}")
-        e64 = e.detach().to(torch.float64)
-        y64 = y.detach().to(torch.float64)
+        e64 = e.detach().reshape(-1).to(torch.float64)
+        y64 = y.detach().reshape(-1).to(torch.float64)
         finite = torch.isfinite(e64) & torch.isfinite(y64)
+        if bool(finite.all()):  # the common case: dot products, no masked copies (4x faster)
+            diff = y64 - e64
+            num += float(torch.dot(diff, diff))
+            den += float(torch.dot(e64, e64))
+            continue
         num += float(((y64 - e64)[finite] ** 2).sum())
         den += float((e64[finite] ** 2).sum())
     if den == 0.0:

@@ -191,6 +191,36 @@ def test_launch_log_encodes_values_and_refuses_python_objects(tmp_path):
     assert torch.equal(log.log.blobs[0], storage_bytes(host))
 
 
+def test_a_tma_descriptor_is_logged_by_its_fields_and_rebuilt_exactly(tmp_path):
+    descriptors = pytest.importorskip("triton.tools.tensor_descriptor")
+    from tritongym.evaluator.cleanroom.kernels import KernelBuilder
+    from tritongym.evaluator.cleanroom.worker import Diverged, Replay
+
+    log = LaunchLog(str(tmp_path / "candidate.py"))
+    x = torch.zeros(4, 8)
+    log.start([x], [])
+    encoded = log.encode(descriptors.TensorDescriptor.from_tensor(x, [2, 4]))
+    assert encoded["descriptor"]["base"]["T"] == 0
+    assert encoded["descriptor"]["block_shape"] == {"L": [2, 4], "tuple": False}
+
+    class Lookalike(descriptors.TensorDescriptor):  # a subclass could carry anything: not a descriptor
+        pass
+
+    with pytest.raises(Unloggable, match="Lookalike"):
+        log.encode(Lookalike(x, [4, 8], [8, 1], [2, 4]))
+    replay = Replay(torch.device("cpu"), KernelBuilder(""), [], {})
+    replay.load_buffers(log.log.to_payload(), [x])
+    rebuilt = replay.decode(encoded)
+    assert type(rebuilt) is descriptors.TensorDescriptor
+    assert (list(rebuilt.shape), list(rebuilt.strides), list(rebuilt.block_shape)) == ([4, 8], [8, 1], [2, 4])
+    with pytest.raises(Diverged, match="fields this Triton does not have"):
+        replay.decode({"descriptor": {**encoded["descriptor"], "handle": 3}})
+    with pytest.raises(Diverged, match="without a base tensor"):
+        replay.decode({"descriptor": {**encoded["descriptor"], "base": 5}})
+    with pytest.raises(Diverged, match="cannot be rebuilt"):  # strides not 16-byte aligned
+        replay.decode({"descriptor": {**encoded["descriptor"], "strides": {"L": [3, 1], "tuple": False}}})
+
+
 def test_unsupported_needs_a_construct_in_the_source():
     assert interpreter_gaps("import triton\n@triton.jit\ndef k(x):\n    tl.inline_asm_elementwise('', '', [x])\n")
     assert interpreter_gaps("def k(x):\n    libdevice.j0(x)\n") == ["libdevice.j0"]

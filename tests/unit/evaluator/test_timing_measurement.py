@@ -159,6 +159,85 @@ def test_charged_side_stream_tails_are_reported():
     assert any(n.code == NoticeCode.TIMING_TAIL_CHARGED for n in run.notices)
 
 
+# -- the clean room's timed replay (issue 20) --------------------------------------------------
+
+def test_the_charged_time_is_the_larger_of_the_report_and_the_replay():
+    assert measurement.charged_candidate_ms(2.0, []) == (2.0, None)
+    assert measurement.charged_candidate_ms(2.0, [1.0, 1.5, 9.0]) == (2.0, 1.5)  # host overhead: the report
+    assert measurement.charged_candidate_ms(0.1, [1.0, 1.5, 9.0]) == (1.5, 1.5)  # a report below the work
+
+
+@pytest.mark.parametrize("replay, charged, notice", [([0.5] * 6, 1.0, False), ([1.05] * 6, 1.05, False),
+                                                     ([3.0] * 6, 3.0, True)])
+def test_the_report_names_both_figures_and_a_slower_replay_is_said(replay, charged, notice):
+    run = evaluation()
+    run.replay_ms = list(replay)
+    measurement.run_timing(run, ScriptedReference(ms=1.0), honest_candidate(ms=1.0))
+    timing = run.timing
+    assert (timing.reported_median_ms, timing.replay_median_ms, timing.replay_reps) == (1.0, replay[0], 6)
+    assert timing.candidate_median_ms == charged
+    assert any(n.code == NoticeCode.TIMING_FROM_REPLAY for n in run.notices) is notice
+    result = run.finish(None, None, 0.0)
+    assert result.speedup == pytest.approx(1.0 / charged), (result.status, result.error)
+
+
+@dataclass
+class ScriptedRoom:
+    """The parent's side of a clean room: replays answer with the record's expected outputs."""
+
+    timed: Any
+    requests: list[tuple[str, Any]] = field(default_factory=list)
+
+    def request(self, kind: str, payload: Any) -> Message:
+        self.requests.append((kind, payload))
+        if kind in ("time", "profile"):
+            answer = "timed" if kind == "time" else "profiled"
+            return Message(answer, self.timed) if isinstance(self.timed, dict) else Message("error", self.timed[1])
+        return Message("replayed", {"outputs": payload["inputs"][0].clone(), "compute_ops": [], "work": [0, 0],
+                                    "launches": 1})
+
+
+def _records(run: _Evaluation) -> None:
+    import torch
+
+    from tritongym.evaluator import replays
+
+    for index, family in enumerate(["get_inputs", "get_inputs", "scaled"]):
+        inputs = [torch.full((4,), float(index))]
+        run.records.append(replays.TrialRecord(index=index, family=family, inputs=inputs,
+                                               expected=inputs[0].clone(), compute_work=(4, 4), log={}))
+
+
+@pytest.mark.parametrize("timed, outcome", [
+    ({"ms": [1.0, 2.0, 3.0]}, "kept"),
+    ({"ms": [1.0, 2.0]}, "crashed"),
+    ({"ms": [1.0, 0.0, 3.0]}, "crashed"),
+    ({"ms": [1.0, "2", 3.0]}, "crashed"),
+    ({"ms": [1.0, math.inf, 3.0]}, "crashed"),
+    (("error", {"kind": "diverged", "message": "boom"}), "evidence_mismatch"),
+    (("error", {"kind": "out_of_bounds", "message": "kernel `k` stored 1 element out of bounds"}), "runtime_error"),
+])
+def test_the_timed_replay_of_a_task_trial_is_kept_only_when_well_formed(timed, outcome):
+    run = evaluation()
+    _records(run)
+    room = ScriptedRoom(timed)
+    try:
+        run._time_replays(room, run._measured_trial([0, 2]), 3)
+    except CandidateFailed as failed:
+        assert outcome == str(failed.status)
+        return
+    except measurement.ProtocolError:
+        assert outcome == "crashed"  # run_clean_room turns a ProtocolError into `crashed`
+        return
+    kind, payload = room.requests[-1]
+    assert kind == "time" and payload["reps"] == 3 and payload["warmup_ms"] == run.options.warmup_ms
+    assert float(payload["inputs"][0][0]) == 0.0  # the task trial, never the perturbed family
+    if outcome == "kept":
+        assert run.replay_ms == [1.0, 2.0, 3.0] and not run.violations
+    else:
+        assert outcome in run.violations and run.replay_ms == []
+
+
 def test_the_flop_floor_needs_the_parents_clock_to_confirm_a_fast_report(monkeypatch):
     # A 4096³ GEMM at 700 TFLOP/s: floor ≈ 0.098 ms. A candidate reporting 0.01 ms:
     # the parent's round trips say the call takes as long as the reference's (≈ 1 ms) → violation.
@@ -264,6 +343,43 @@ def test_coverage_uses_the_exact_compiled_names_and_the_launch_counts():
     measurement.run_profile(run, profiled(**reply))
     assert run.coverage == pytest.approx(0.1)
     assert [k.candidate for k in run.kernel_profile] == [False, True]
+
+
+def test_the_clean_rooms_profile_decides_the_coverage_and_the_candidates_is_a_filter():
+    """The candidate worker claims all the time for its kernel; the clean room's replays of the
+    logged work show cuBLAS doing 90 % of it. The coverage is the clean room's; tampering seen
+    during the candidate's own profiled calls still ends the evaluation."""
+    run = evaluation(device="cuda")
+    _records(run)
+    room = ScriptedRoom({"kernels": [["ampere_sgemm_128x64_tn", 90.0, 1], ["add_kernel", 10.0, 1]],
+                         "candidate_kernels": ["add_kernel"], "candidate_compiled_kernels": ["add_kernel"],
+                         "candidate_launch_counts": {"add_kernel": 1}})
+    run._profile_replays(room, run._measured_trial([0, 1, 2]), 3)
+    assert room.requests[-1][0] == "profile" and room.requests[-1][1]["calls"] == 3
+    claimed = {"kernels": [["add_kernel", 100.0, 1]], "candidate_compiled_kernels": ["add_kernel"],
+               "candidate_launch_counts": {"add_kernel": 1}}
+    measurement.run_profile(run, profiled(**claimed))
+    assert run.coverage == pytest.approx(0.1) and not run.violations
+    assert [(k.kernel, k.candidate) for k in run.kernel_profile] == [("ampere_sgemm_128x64_tn", False),
+                                                                     ("add_kernel", True)]
+    measurement.run_profile(run, profiled(**claimed, tampered=["torch.profiler.profile"], refused=[]))
+    assert ViolationCode.HARNESS_TAMPERING in run.violations
+
+
+@pytest.mark.parametrize("reply, outcome", [
+    ({"kernels": [["k", -1.0, 1]], "candidate_compiled_kernels": ["k"]}, "crashed"),
+    ({"kernels": "k"}, "crashed"),
+    (("error", {"kind": "diverged", "message": "boom"}), "evidence_mismatch"),
+])
+def test_a_bad_profile_from_the_clean_room_is_never_the_coverage(reply, outcome):
+    run = evaluation(device="cuda")
+    _records(run)
+    try:
+        run._profile_replays(ScriptedRoom(reply), run._measured_trial([0]), 3)
+    except measurement.ProtocolError:
+        assert outcome == "crashed" and run.room_profile is None
+        return
+    assert outcome in run.violations and run.room_profile is None
 
 
 def test_tampering_reported_with_the_profile_is_a_violation():

@@ -66,9 +66,12 @@ def value_attributes() -> frozenset[str]:
         samples.append(tl.block_type(tl.float32, [2]))
     except Exception:  # noqa: BLE001 - another Triton's constructor: the classes above still count
         samples.append(tl.block_type)
+    # TMA descriptors (``desc.load([m, n])``, ``desc.store(...)``): Triton >= 3.4.
+    samples += [cls for cls in (getattr(tl, "tensor_descriptor", None), getattr(tl, "tensor_descriptor_base", None))
+                if cls is not None]
     # Instances too: ``element_ty``, ``address_space``, ``numel`` are set in __init__.
     names = {n for sample in samples for n in dir(sample) if not n.startswith("_")}
-    names |= {"dtype", "shape", "T", "value", "numel", "type"}
+    names |= {"dtype", "shape", "T", "value", "numel", "type", "strides"}
     return frozenset(names - DENIED_VALUE_ATTRIBUTES)
 
 

@@ -10,22 +10,28 @@ from the hashed source) and sends back *its* outputs and the PyTorch work it exe
 
 Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
 ``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
-work, launches, events}`` or ``error {kind, message}`` with kind ``refused`` (a kernel is not
+work, launches, events}``; ``time {inputs, log, reps, warmup_ms}`` → ``timed {ms, method}`` (`time_replay`);
+``profile {inputs, log, calls}`` → ``profiled {kernels, candidate_compiled_kernels, ...}`` (GPU,
+`profile_replay`); each may answer ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
-as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct);
-``exit``. ``poison`` lists external buffers whose bytes are replaced by all-ones bytes (the
-parent's test that a buffer kept from an earlier call is dead content, not host data).
+as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct),
+``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
+`cleanroom.bounds`, CPU tier); ``exit``. ``poison`` lists external buffers whose bytes are
+replaced by all-ones bytes (the parent's test that a buffer kept from an earlier call is dead
+content, not host data).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 from typing import Any
 
 import torch
 
+from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
 from tritongym.evaluator.common.channel import WIRE_DTYPES
 from tritongym.evaluator.worker import startup as common
@@ -69,6 +75,8 @@ class Replay:
         self.elements = 0
         self.flops = 0
         self.launches = 0
+        #: compiled kernel name -> launches (GPU: `CompiledKernel.name`), for the coverage profile
+        self.compiled: dict[str, int] = {}
 
     # -- buffers ----------------------------------------------------------------------------
     def _bytes_storage(self, content: torch.Tensor) -> Any:
@@ -170,7 +178,26 @@ class Replay:
                 return tl.constexpr(inner)
             if "kernel" in value:
                 return self.builder.build(value["kernel"], self.kernels).jit
+            if "descriptor" in value and isinstance(value["descriptor"], dict):
+                return self._descriptor(value["descriptor"], depth)
         raise Diverged(f"a value that cannot be replayed ({type(value).__name__})")
+
+    def _descriptor(self, fields: dict[str, Any], depth: int) -> Any:
+        """A host-side TMA descriptor rebuilt from its logged fields (its base a tensor here)."""
+        import dataclasses
+
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+        if not set(fields) <= names or "base" not in fields:
+            raise Diverged("a tensor descriptor with fields this Triton does not have")
+        decoded = {name: self.decode(field, depth + 1) for name, field in fields.items()}
+        if not isinstance(decoded["base"], torch.Tensor):
+            raise Diverged("a tensor descriptor without a base tensor")
+        try:
+            return TensorDescriptor(**decoded)
+        except (AssertionError, TypeError, ValueError) as exc:
+            raise Diverged(f"a tensor descriptor that cannot be rebuilt: {exc}") from exc
 
     def bind_outputs(self, logged: Any, actual: Any) -> None:
         """Results of an op take the log's buffer numbers; the layout must be what was logged."""
@@ -198,6 +225,10 @@ class Replay:
     # -- events -----------------------------------------------------------------------------
     def run(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()) -> Any:
         self.load_buffers(log, inputs, poison)
+        return self.execute(log)
+
+    def execute(self, log: dict[str, Any]) -> Any:
+        """The events in order, on buffers `load_buffers` made (the part a timed replay times)."""
         events = log.get("events")
         if not isinstance(events, list):
             raise Diverged("malformed log")
@@ -241,32 +272,34 @@ class Replay:
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise Diverged("malformed launch arguments")
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        buffers = bounds.tensor_buffers(list(getattr(kernel, "arg_names", None) or []), args, kwargs)
         try:
-            kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
+            with bounds.launch(str(event["launch"]).partition(":")[0], buffers):
+                compiled = kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
         except KernelRefused:
             raise
         except Exception as exc:  # noqa: BLE001
-            text = _interpreter_limit(exc)
+            beyond = _cause(exc, bounds.OutOfBounds)
+            if beyond is not None:
+                raise beyond from None
+            text = common.interpreter_limit(exc)
             if text is not None:
                 raise Unsupported(text) from exc
             raise Diverged(f"kernel {event['launch']} raised when replayed: {type(exc).__name__}: "
                            f"{str(exc)[:300]}") from exc
         self.launches += 1
+        name = getattr(compiled, "name", None)  # the interpreter returns no compiled kernel
+        if isinstance(name, str):
+            self.compiled[name] = self.compiled.get(name, 0) + 1
 
 
 class Unsupported(Exception):
     """The CPU interpreter itself cannot run a construct (measured here, not claimed)."""
 
 
-def _interpreter_limit(exc: BaseException) -> str | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if "not supported in interpreter mode" in str(current):
-            return str(current)[:300]
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`exc` or the first exception of type `kind` it was raised from (the interpreter wraps)."""
+    return next((error for error in common.exception_chain(exc) if isinstance(error, kind)), None)
 
 
 def _ints(value: Any) -> bool:
@@ -279,6 +312,86 @@ def plain(outputs: Any) -> Any:
     if isinstance(outputs, (list, tuple)):
         return type(outputs)(plain(v) for v in outputs)
     return outputs
+
+
+
+
+def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
+                payload: dict[str, Any]) -> dict[str, Any]:
+    """Time the replay of one trial's log, as the candidate worker times a forward (`RepTimer`).
+
+    Per repetition the buffers are made afresh *outside* the timed span (inputs, model state and
+    external bytes copied from the parent's copy, so no repetition sees another's allocations),
+    then only the events run inside it: on a GPU behind an L2 flush between CUDA events, on a CPU
+    with the host clock. No candidate Python runs here, so the figure is the logged work's own
+    cost, which no report of the candidate worker can lower.
+    """
+    from tritongym.evaluator.worker.timing import RepTimer
+
+    log, inputs = payload.get("log"), payload.get("inputs")
+    reps, warmup_ms = payload.get("reps"), payload.get("warmup_ms")
+    if not isinstance(log, dict) or not isinstance(inputs, list):
+        raise Diverged("malformed time request")
+    # The parent sends its own options here (`EvalOptions.timing_reps`, `warmup_ms`), never a log's.
+    if type(reps) is not int or reps < 1 or type(warmup_ms) not in (int, float) or not 0 <= warmup_ms < math.inf:
+        raise Diverged("a time request needs a positive number of repetitions and a finite warm-up")
+    tensors = common.tensors_in(inputs)
+    kernels = log.get("kernels") or {}
+
+    def prepared() -> Replay:
+        replay = Replay(device, builder, state, kernels)
+        replay.load_buffers(log, tensors)
+        common.synchronize(device)
+        return replay
+
+    timer = RepTimer(device)
+    with torch.no_grad():
+        timer.warm_up(lambda: prepared().execute(log), list, float(warmup_ms))
+        timer.calibrate()
+        times = []
+        for _ in range(reps):
+            replay = prepared()
+            times.append(timer.time_call(replay.execute, [log]).ms)
+    return {"ms": times, "method": f"clean-room replay of the logged launches and ops; {timer.method}"}
+
+
+def profile_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
+                   payload: dict[str, Any]) -> dict[str, Any]:
+    """Device time per kernel over `calls` replays of one trial's log (GPU only), for coverage.
+
+    The candidate's kernels are the ones the replays launched, by exact compiled name, with their
+    launch counts (`coverage.is_candidate_kernel`); everything else on the device timeline came
+    from the logged ATen ops. Buffers are made before the profiled region, so copies of the
+    inputs and state are not in the denominator. The reply has the candidate worker's
+    ``profiled`` shape, so the parent parses both alike (`measurement.parse_profile_reply`).
+    """
+    from tritongym.evaluator.worker.profiling import profile_forward
+
+    log, inputs, calls = payload.get("log"), payload.get("inputs"), payload.get("calls")
+    if not isinstance(log, dict) or not isinstance(inputs, list) or type(calls) is not int or calls < 1:
+        raise Diverged("malformed profile request")
+    if device.type != "cuda":
+        raise Diverged("profiling needs a CUDA device")
+    tensors = common.tensors_in(inputs)
+    kernels = log.get("kernels") or {}
+    made: list[Replay] = []
+
+    def prepared() -> list[Any]:
+        replay = Replay(device, builder, state, kernels)
+        replay.load_buffers(log, tensors)
+        made.append(replay)
+        return [replay]
+
+    with torch.no_grad():
+        prepared()[0].execute(log)  # compiled before the profile
+        made.clear()
+        times = profile_forward(lambda replay: replay.execute(log), prepared, calls)
+    counts: dict[str, int] = {}
+    for replay in made:
+        for name, launched in replay.compiled.items():
+            counts[name] = counts.get(name, 0) + launched
+    return {"kernels": [[k.name, k.device_us, k.count] for k in times], "candidate_kernels": sorted(counts),
+            "candidate_compiled_kernels": sorted(counts), "candidate_launch_counts": counts}
 
 
 def serve(channel: Any, source: str, device: torch.device) -> None:
@@ -295,11 +408,18 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             state = list(tensors) if isinstance(tensors, list) else []
             channel.send("state_set", {"count": len(state)})
             continue
-        if message.kind != "replay":
+        if message.kind not in ("replay", "time", "profile"):
             channel.send("error", {"kind": "diverged", "message": f"unknown request {message.kind!r}"})
             continue
-        replay = Replay(device, builder, state, payload.get("log", {}).get("kernels") or {})
         try:
+            if message.kind == "time":
+                channel.send("timed", time_replay(device, builder, state, payload))
+                continue
+            if message.kind == "profile":
+                channel.send("profiled", profile_replay(device, builder, state, payload))
+                continue
+            log = payload.get("log")
+            replay = Replay(device, builder, state, (log.get("kernels") if isinstance(log, dict) else None) or {})
             inputs = payload.get("inputs")
             if not isinstance(inputs, list):
                 raise Diverged("no inputs")
@@ -307,7 +427,7 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
                 poison = payload.get("poison") or []
                 if not isinstance(poison, list) or not all(type(b) is int for b in poison):
                     raise Diverged("malformed poison list")
-                outputs = replay.run(payload.get("log") or {}, common.tensors_in(inputs), frozenset(poison))
+                outputs = replay.run(log or {}, common.tensors_in(inputs), frozenset(poison))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),
@@ -316,6 +436,8 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             channel.send("error", {"kind": "refused", "message": str(exc)[:2000]})
         except Unsupported as exc:
             channel.send("error", {"kind": "unsupported", "message": str(exc)[:2000]})
+        except bounds.OutOfBounds as exc:
+            channel.send("error", {"kind": "out_of_bounds", "message": str(exc)[:2000]})
         except Diverged as exc:
             channel.send("error", {"kind": "diverged", "message": str(exc)[:2000]})
         except Exception as exc:  # noqa: BLE001 - whatever a log makes happen is a verdict on the log
@@ -339,6 +461,7 @@ def main() -> None:
         from tritongym.evaluator.worker import interpreter_fixes
 
         interpreter_fixes.install()
+        bounds.install()
     serve(channel, source, device)
     channel.close()
     sys.stdout.flush()

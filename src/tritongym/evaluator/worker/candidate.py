@@ -245,33 +245,13 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor, _torch_equal: Any = torch.equa
     return bool(_torch_equal(a_bytes, b_bytes))
 
 
-def _interpreter_limit(exc: BaseException) -> str | None:
-    """The CPU interpreter's own "not supported in interpreter mode", anywhere in the chain."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        text = str(current)
-        if "not supported in interpreter mode" in text:
-            return text[:300]
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 def _is_compile_error(exc: BaseException) -> bool:
     """Triton's kernel compilation failures (a syntax or type error inside a kernel)."""
     try:
         from triton.compiler.errors import CompilationError
     except ImportError:  # pragma: no cover
         return False
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, CompilationError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return any(isinstance(error, CompilationError) for error in common.exception_chain(exc))
 
 
 class CandidateWorker:
@@ -477,7 +457,7 @@ class CandidateWorker:
     # -- loop ---------------------------------------------------------------------------
     def fail(self, phase: str, exc: BaseException) -> None:
         kind = "compile_error" if phase in ("import", "build") or _is_compile_error(exc) else "runtime_error"
-        if self.device.type == "cpu" and _interpreter_limit(exc) is not None:
+        if self.device.type == "cpu" and common.interpreter_limit(exc) is not None:
             kind = "unsupported"
         self._clear_modes(self._modes)
         self._send(self.channel, "error", {"phase": phase, "kind": kind, "refused": list(self.refused),

@@ -23,13 +23,15 @@ A buffer is a problem input (``input i``), model state present after ``__init__`
 shipped once, before the first forward), the output of an earlier event (``new``), or of unknown
 origin (``external``: its bytes are shipped with the log when first used; that is data the host
 made, and the parent charges it to the host-data budget when it depends on the trial).
-Scalars are JSON values; dtypes, devices and layouts are tagged. Anything else (a Python object
-as an argument) cannot be logged and the call's log says why.
+Scalars are JSON values; dtypes, devices and layouts are tagged; a host-side TMA descriptor
+(``TensorDescriptor.from_tensor``) is its fields, its base a tensor reference. Anything else (a
+Python object as an argument) cannot be logged and the call's log says why.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import sys
 import types
 from dataclasses import dataclass, field
@@ -127,6 +129,19 @@ def _jit_source(value: Any) -> Any:
 def _is_jit(value: Any) -> bool:
     module = type(value).__module__ or ""
     return module.startswith("triton.runtime") and _jit_source(value) is not None
+
+
+def descriptor_fields(value: Any) -> dict[str, Any] | None:
+    """The fields of a host-side TMA descriptor (`triton.tools.tensor_descriptor.TensorDescriptor`,
+    exactly that class), or None for anything else: a base tensor, its shape, strides and block
+    shape, padding and flags. The clean room rebuilds the same descriptor from them."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:  # a Triton without host descriptors
+        return None
+    if type(value) is not TensorDescriptor:
+        return None
+    return {field.name: getattr(value, field.name) for field in dataclasses.fields(TensorDescriptor)}
 
 
 class LaunchLog:
@@ -248,8 +263,11 @@ class LaunchLog:
         if _is_jit(value):
             fn = _jit_source(value)
             return {"kernel": self._note_kernel(fn)}
-        raise Unloggable(f"an argument of type {type(value).__name__} (only tensors, numbers, strings, dtypes "
-                         "and kernels can be replayed)")
+        fields = descriptor_fields(value)
+        if fields is not None:
+            return {"descriptor": {name: self.encode(field, depth + 1) for name, field in fields.items()}}
+        raise Unloggable(f"an argument of type {type(value).__name__} (only tensors, numbers, strings, dtypes, "
+                         "tensor descriptors and kernels can be replayed)")
 
     # -- kernels --------------------------------------------------------------------------
     def _binding(self, value: Any) -> dict[str, Any]:

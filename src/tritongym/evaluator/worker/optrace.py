@@ -141,7 +141,10 @@ class Attribution:
         self.harness = frozenset(here + name for name in self.HARNESS_MODULES)
         triton_dir = _package_dir("triton") or "/nonexistent-triton/"
         self.machinery = tuple(triton_dir + sub + os.sep for sub in ("runtime", "language", "backends", "compiler"))
-        self.machinery += tuple(triton_dir + name for name in ("__init__.py",))
+        # The host TMA descriptor checks its base's alignment with ``data_ptr()`` and keeps only
+        # the tensor: an address read for Triton, never handed to the candidate.
+        self.machinery += tuple(triton_dir + name for name in ("__init__.py",
+                                                               os.path.join("tools", "tensor_descriptor.py")))
         self._getframe = sys._getframe
         self._realpath = os.path.realpath
         self._cache: dict[str, str] = {}

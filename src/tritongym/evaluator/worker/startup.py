@@ -43,14 +43,26 @@ def load_module(path: str, name: str) -> ModuleType:
     return module
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes, innermost last (``raise ... from ...`` and implicit context)."""
+def exception_chain(exc: BaseException, limit: int = 64) -> list[BaseException]:
+    """The exception and its causes, innermost last (``raise ... from ...`` and implicit context).
+
+    Triton's interpreter re-raises a kernel's error as ``InterpreterError(repr(e)) from e``, so
+    what a launch really raised is found down this chain.
+    """
     chain: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 8:
+    while current is not None and current not in chain and len(chain) < limit:
         chain.append(current)
         current = current.__cause__ or current.__context__
     return chain
+
+
+def interpreter_limit(exc: BaseException) -> str | None:
+    """The CPU interpreter's own "not supported in interpreter mode", anywhere in the chain."""
+    for error in exception_chain(exc):
+        if "not supported in interpreter mode" in str(error):
+            return str(error)[:300]
+    return None
 
 
 def format_error(exc: BaseException, keep_file: str | None = None, label: str = "candidate") -> str:
@@ -60,7 +72,8 @@ def format_error(exc: BaseException, keep_file: str | None = None, label: str = 
     Frames of the causes are included too: the Triton interpreter re-raises an error inside a
     kernel from the launch line, with the kernel's own line in the cause.
     """
-    frames = [frame for link in reversed(_chain(exc)) for frame in traceback.extract_tb(link.__traceback__)]
+    frames = [frame for link in reversed(exception_chain(exc, limit=8))
+              for frame in traceback.extract_tb(link.__traceback__)]
     if keep_file is not None:
         real = os.path.realpath(keep_file)
         frames = [f for f in frames if os.path.realpath(f.filename) == real]
