@@ -91,9 +91,13 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 }
 
 # Tests that cannot pass under mutmut whatever the mutant, so they say nothing about the mutants:
-# one reads tritongym/rl's source for its imports (mutated source imports mutmut).
+# one reads tritongym/rl's source for its imports (mutated source imports mutmut); one stops a service
+# while its candidate runs, and the abandoned evaluation's processes end (and are left unreaped) after
+# the test, in mutmut's own process, whose runner takes any child's exit for a worker's and stops
+# with a KeyError (mutmut 3.8 `wait_for_result`).
 DESELECTED = [
     "tests/unit/rl/test_registry.py::test_no_trainer_or_heavy_imports_in_library",
+    "tests/service/test_core_units.py::test_stopping_abandons_a_running_job_to_the_next_start",
 ]
 
 # Functions mutmut must leave alone (not even wrapped in its trampoline), by module. A trampoline only

@@ -123,3 +123,16 @@ def test_host_pid_finds_nothing_where_no_descendant_matches():
 
     assert host_pid(os.getpid(), ["no-such-pid"]) is None
     assert host_pid(os.getpid(), []) == os.getpid()  # no nested namespace: the root itself
+
+
+def test_exit_code_waits_up_to_its_wait_for_a_job_that_ends(server):
+    runner = ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                             spawner=server.start)
+    try:
+        worker = runner.process
+        assert server.exit_code(worker.job, 0.0) is None  # running: no exit yet, at once
+        os.kill(worker.pid, signal.SIGKILL)  # ended behind the server's back: it reports the exit
+        assert server.exit_code(worker.job, 0.9) is not None  # waited (under a second) for the report
+        worker.release()
+    finally:
+        runner.close()

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.conftest import KERNELBENCH_JSONL
 from tests.execution.scaled_problems import SCALED_RELU
 from tests.service.conftest import NO_TRITON, SYNTAX_ERROR
 
@@ -29,6 +30,7 @@ from tritongym.service.core import (
     ServiceError,
     _as_source,
     _fingerprint,
+    _on_cpu,
     _Waiters,
     build_options,
     build_options_checked,
@@ -84,18 +86,25 @@ def test_build_options_applies_the_servers_device_and_sandbox_and_converts_colle
     assert build_options({}, cfg).input_families == ("negated", "scaled", "offset")
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"reward": [1]}, "reward must be an object of RewardConfig weights"),
-    ({"reward": {"nope": 1}}, "reward: "),
-    ({"sandbox": "none"}, "the sandbox mode is set by the server (bwrap); leave 'sandbox' out"),
-    ({"timeout": 60.5}, "timeout 60.5 exceeds this server's limit of 60 s"),
-    ({"no_such_option": 1}, "no_such_option"),
+@pytest.mark.parametrize(("fields", "message", "whole"), [
+    ({"reward": [1]}, "reward must be an object of RewardConfig weights", True),
+    ({"reward": {"nope": 1}}, "reward: ", False),
+    ({"sandbox": "none"}, "the sandbox mode is set by the server (bwrap); leave 'sandbox' out", True),
+    ({"timeout": 60.5}, "timeout 60.5 exceeds this server's limit of 60 s", True),
+    ({"no_such_option": 1}, "no_such_option", False),
+    # Not a list of names: refused naming the field (these raised TypeError, a 500, through a library caller).
+    ({"input_families": 5}, "input_families must be a list of names, got 5", True),
+    ({"disabled_checks": 5}, "disabled_checks must be a list of names, got 5", True),
+    ({"disabled_checks": [["x"]]}, "disabled_checks must be a list of names, got [['x']]", True),
 ])
-def test_build_options_refuses_with_the_reason(tmp_path, fields, message):
+def test_build_options_refuses_with_the_reason(tmp_path, fields, message, whole):
     cfg = config(tmp_path, max_timeout_s=60.0)
     with pytest.raises(OptionsError) as refused:
         build_options(fields, cfg)
-    assert str(refused.value).startswith(message) or message in str(refused.value)
+    if whole:
+        assert str(refused.value) == message
+    else:
+        assert str(refused.value).startswith(message) or message in str(refused.value)
     with pytest.raises(ServiceError) as checked:
         build_options_checked(fields, cfg)
     assert checked.value.status_code == 422 and checked.value.message == f"invalid options: {refused.value}"
@@ -134,7 +143,7 @@ def test_a_one_line_solution_gets_a_newline_so_it_is_never_read_as_a_path():
 
 
 def test_the_event_log_appends_one_flushed_line_per_event(tmp_path):
-    path = tmp_path / "deep" / "events.jsonl"
+    path = tmp_path / "deep" / "er" / "events.jsonl"  # missing folders are made, however many
     log = EventLog(path)
     log.write({"a": 1, "p": Path("/x")})
     assert path.read_text() == '{"a": 1, "p": "/x"}\n'  # flushed at once; str() for what JSON lacks
@@ -309,6 +318,30 @@ def test_problems_by_hash_from_the_cache_or_the_store(service, tmp_path):
         other.stop()
 
 
+def test_a_problems_level_is_stored_and_read_back(service):
+    from tritongym.tasks import Problem
+
+    leveled = service.store_problem(Problem(source=source(18), name="l2", problem_id="set/l2", level=2),
+                                    registered=True)
+    assert service.store.get_problem(leveled.content_hash).level == 2
+    other = EvaluationService(service.config)  # the same file, an empty cache: read from the store
+    try:
+        assert other.problem_by_hash(leveled.content_hash).level == 2
+    finally:
+        other.stop()
+
+
+def test_pruning_problems_another_process_registered(service):
+    # Problems this process never cached (registered by another process on the same file) are pruned too.
+    other = EvaluationService(service.config)
+    try:
+        for n in (20, 21, 22):
+            other.problem_from_source(source(n), registered=True)
+    finally:
+        other.stop()
+    assert service._problems == {} and service.prune_problems() == 1  # max_problems 2
+
+
 def test_the_problem_cache_keeps_the_latest_512(service):
     from tritongym.tasks import Problem
 
@@ -343,6 +376,88 @@ def test_pruning_problems_forgets_them_here_too(service):
     assert newest.content_hash not in service._problems
 
 
+# -- problem sizes ------------------------------------------------------------------------------
+
+needs_dataset = pytest.mark.skipif(not KERNELBENCH_JSONL.is_file(), reason=f"the shared KernelBench dataset is "
+                                   f"absent: {KERNELBENCH_JSONL} (or set TRITONGYM_KERNELBENCH_JSONL)")
+
+
+def kernelbench(*problem_ids: str) -> list[str]:
+    from tritongym.tasks import load_problems
+
+    by_id = {p.problem_id: p.source for p in load_problems(KERNELBENCH_JSONL)}
+    return [by_id[i] for i in problem_ids]
+
+
+def test_only_a_cuda_device_is_a_gpu_and_auto_follows_what_this_process_sees():
+    import torch
+
+    assert _on_cpu("cpu") and not _on_cpu("cuda") and not _on_cpu("cuda:1")
+    assert _on_cpu("auto") is (not torch.cuda.is_available())
+
+
+@needs_dataset
+def test_problem_sizes_by_value(tmp_path):
+    """Each size on a problem the shipped table scales (KernelBench's 19_ReLU) and one it cannot size
+    (3/5, AlexNet), with the request's device before the server's; the variant is stored unregistered."""
+    relu_source, alexnet_source = kernelbench("kernelbench/level1/19", "kernelbench/level3/5")
+    gpu = EvaluationService(config(tmp_path / "gpu", device="cuda"))  # a GPU server (nothing runs here)
+    cpu = EvaluationService(config(tmp_path / "cpu"))
+    try:
+        for service in (cpu, gpu):
+            relu = service.problem_from_source(relu_source, name="19_ReLU", problem_id="kernelbench/level1/19",
+                                               registered=True)
+            for size in (None, "original"):
+                assert service.problem_at_size(relu, size, {}) is relu
+            variant = service.problem_at_size(relu, "cpu", {"device": "cuda"})  # cpu: whatever the device
+            assert variant.size == "cpu" and variant.content_hash != relu.content_hash
+            assert (variant.name, variant.problem_id) == ("19_ReLU", "kernelbench/level1/19")
+            assert "batch_size = 64" in variant.source and "dim = 6144" in variant.source
+            stored = service.store.get_problem(variant.content_hash)
+            assert stored.source == variant.source and stored.registered is False
+            assert service.problem_by_hash(variant.content_hash) is variant
+            assert service.store.get_problem(relu.content_hash).registered  # the original is left as it was
+            # The variant sent again is its own CPU size (the same object, stored as it was).
+            assert service.problem_at_size(variant, "cpu", {}) is variant
+        # auto: the CPU size where the evaluation runs on a CPU, the request's device first.
+        for service, options, sized in ((cpu, {}, True), (cpu, {"device": "cpu"}, True),
+                                        (cpu, {"device": "cuda"}, False), (cpu, {"device": "cuda:0"}, False),
+                                        (gpu, {}, False), (gpu, {"device": "cpu"}, True),
+                                        (gpu, {"device": None}, False)):
+            relu = service.problem_by_hash(service.problem_from_source(relu_source).content_hash)
+            got = service.problem_at_size(relu, "auto", options)
+            assert (got is not relu and got.size == "cpu") is sized, (service.config.device, options)
+            if not sized:
+                assert got is relu
+        # A problem the table knows has no CPU size: a 422 with the table's reason; auto keeps it as sent.
+        alexnet = cpu.problem_from_source(alexnet_source, problem_id="kernelbench/level3/5")
+        with pytest.raises(ServiceError) as cannot:
+            cpu.problem_at_size(alexnet, "cpu", {})
+        assert cannot.value.status_code == 422 and cannot.value.message.startswith(
+            "size 'cpu': kernelbench/level3/5 has ")
+        assert cpu.problem_at_size(alexnet, "auto", {}) is alexnet
+        assert gpu.problem_at_size(alexnet, "auto", {"device": "cpu"}) is alexnet
+    finally:
+        cpu.stop()
+        gpu.stop()
+
+
+def test_cpu_size_of_a_problem_the_server_cannot_size_is_a_422_naming_both_ways_out(service):
+    unknown = service.problem_from_source(source(3), problem_id="mine/3")
+    with pytest.raises(ServiceError) as refused:
+        service.problem_at_size(unknown, "cpu", {})
+    assert (refused.value.status_code, refused.value.message) == (422, (
+        "size 'cpu': no CPU size is known for problem 'mine/3' (this server sizes KernelBench's and the "
+        "built-in problems; it never runs a client's problem code outside the sandbox to size it): send its "
+        "CPU-size variant as the source (tritongym.tasks.sizing.cpu_variant(problem), or tritongym run --server "
+        "--size cpu, which sizes on the client), or 'original'"))
+    assert service.problem_at_size(unknown, "auto", {}) is unknown
+    assert service.problem_at_size(unknown, "auto", {"device": "cpu"}) is unknown
+    # A built-in problem is its own CPU size (the table's "unchanged"): the same object back.
+    builtin = service.problem_by_builtin("builtin/02_leaky_relu")
+    assert service.problem_at_size(builtin, "cpu", {}) is builtin
+
+
 # -- submitting, cancelling, waiting -----------------------------------------------------------
 
 
@@ -372,7 +487,20 @@ def test_a_batch_is_refused_whole_with_the_reason(service):
     assert service.store.count_unfinished() == 0
 
 
-def test_per_client_limits_idempotency_and_what_a_job_stores(service):
+def test_a_batch_of_exactly_the_limits_is_taken(tmp_path):
+    service = EvaluationService(config(tmp_path, max_batch=2, max_in_flight_per_client=2))
+    try:
+        h = service.problem_from_source(source(19)).content_hash
+        assert [created for _, created in service.submit([JobSpec(h, "a\n", {}), JobSpec(h, "b\n", {})],
+                                                         client="c")] == [True, True]
+        assert service.store.count_unfinished("c") == 2
+        assert {record.api for record, _ in service.submit([JobSpec(h, "a\n", {})], client="d")} == {"native"}
+    finally:
+        service.stop()
+
+
+def test_per_client_limits_idempotency_and_what_a_job_stores(service, caplog):
+    caplog.set_level("INFO", logger="tritongym.service")
     h = service.problem_from_source(source(13)).content_hash
     spec = JobSpec(h, "x\n", {"num_trials": 2}, idempotency_key="k1", extra={"n": 1})
     [(record, created)] = service.submit([spec], client="alice", api="kernelgym")
@@ -396,7 +524,8 @@ def test_per_client_limits_idempotency_and_what_a_job_stores(service):
                                      "(wait for results, then submit more)")
     assert len(service.submit([JobSpec(h, "c\n", {})] * 3, client="bob")) == 3  # per client
     assert sample(service, "tritongym_jobs_submitted_total") == 6.0
-    assert service.in_flight() == 0  # not started: nothing dispatched
+    assert service.in_flight() == 0  # not started: nothing dispatched, and not tried (no dispatch error)
+    assert caplog.records == []
 
 
 def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
@@ -412,6 +541,9 @@ def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
     assert (event["job"], event["api"], event["client"], event["problem_hash"], event["state"], event["attempt"],
             event["error"]) == (record.id, "native", "carol", h, "cancelled", 0, "cancelled by a client")
     assert 0 <= event["queued_s"] < 60 and event["time"] >= record.submitted
+    # Seconds from submission to this outcome, a float rounded to 0.1 ms.
+    assert isinstance(event["queued_s"], float) and event["queued_s"] == round(event["queued_s"], 4)
+    assert abs(event["queued_s"] - (event["time"] - record.submitted)) < 0.01
     assert sample(service, "tritongym_jobs_finished_total", state="cancelled") == 1.0
     # A finished job can be replaced (its key freed); an unfinished one cannot.
     [(other, _)] = service.submit([JobSpec(h, "y\n", {}, idempotency_key="k")], client="carol")
@@ -422,6 +554,8 @@ def test_cancelling_a_queued_job_stores_it_once_with_its_event(service):
 
 
 def test_waiting_returns_final_jobs_at_once_at_the_timeout_or_when_one_ends(service):
+    import time
+
     h = service.problem_from_source(source(15)).content_hash
     [(a, _), (b, _)] = service.submit([JobSpec(h, "a\n", {}), JobSpec(h, "b\n", {})], client="c")
     service.cancel(a.id)
@@ -431,6 +565,10 @@ def test_waiting_returns_final_jobs_at_once_at_the_timeout_or_when_one_ends(serv
         assert set(await service.wait_final([a.id, b.id], 0)) == {a.id}  # b unfinished: only a, at once
         assert [r.id for r in await service.next_final([a.id, b.id], 5)] == [a.id]
         assert await service.next_final([b.id], 0.05) == []
+        started, cpu = asyncio.get_running_loop().time(), time.process_time()
+        assert await service.wait_final([b.id], 1.0) == {}  # nothing final: empty once the timeout passed
+        assert 1.0 <= asyncio.get_running_loop().time() - started < 10
+        assert time.process_time() - cpu < 0.2  # it waited for a notice, it did not poll the store
         # b ends while both calls wait.
         waiting = asyncio.ensure_future(service.wait_final([b.id], 30))
         nexting = asyncio.ensure_future(service.next_final([b.id], 30))
@@ -439,6 +577,7 @@ def test_waiting_returns_final_jobs_at_once_at_the_timeout_or_when_one_ends(serv
         await asyncio.to_thread(service.cancel, b.id)
         done = await asyncio.wait_for(waiting, 10)
         assert list(done) == [b.id] and done[b.id].state == JobState.CANCELLED
+        assert done[b.id] == service.get(b.id)  # the record handed to the waiter is the stored one
         assert [r.id for r in await asyncio.wait_for(nexting, 10)] == [b.id]
         assert service.waiters._by_job == {}
 
@@ -455,7 +594,12 @@ def wait_done(service: EvaluationService, ids: list[str]) -> dict:
 
 
 def test_started_jobs_are_evaluated_stored_logged_and_counted(tmp_path):
+    import time
+
+    before = time.time()
     service = EvaluationService(config(tmp_path, dispatch_depth=None))
+    assert before <= service.started_at <= time.time()
+    assert (service.ready, service.requeued_at_start, service.in_flight()) == (False, 0, 0)  # until start()
     # A job left running by a previous process is requeued at the start.
     problem = service.problem_by_builtin("builtin/01_scaled_add")
     service.store.insert_jobs([NewJob(id="left", idempotency_key=None, fingerprint="f", client="old", api="native",
@@ -551,6 +695,29 @@ def test_the_dispatcher_prunes_by_count_then_by_age_jobs_and_problems(tmp_path):
         service.stop()
 
 
+def test_the_dispatcher_outlives_a_failing_store_and_logs_each_failure(tmp_path, caplog):
+    import time
+
+    caplog.set_level("INFO", logger="tritongym.service")
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    try:
+        service.store.close()  # every store call fails from here on (a closed database)
+
+        def failures() -> list:
+            return [r for r in caplog.records if r.getMessage() == "dispatch failed; retrying"]
+
+        deadline = time.monotonic() + 20
+        while len(failures()) < 2:  # it failed, backed off, woke again and failed again
+            assert time.monotonic() < deadline, "the dispatcher stopped retrying"
+            time.sleep(0.05)
+        assert service._dispatcher.is_alive()
+        first = failures()[0]
+        assert first.levelname == "ERROR" and first.exc_info is not None  # with the store's exception
+    finally:
+        service.stop()
+
+
 def test_a_stored_job_the_service_cannot_run_fails_with_the_reason(tmp_path):
     service = EvaluationService(config(tmp_path, dispatch_depth=2))
     problem = service.problem_by_builtin("builtin/01_scaled_add")
@@ -616,6 +783,61 @@ def test_jobs_the_pool_cancels_or_that_raise_are_stored_with_the_reason(tmp_path
         service.stop()
 
 
+def test_a_built_in_problems_reference_runs_trusted_and_a_clients_in_the_jail(tmp_path):
+    # Where each reference ran shows in the pool's warm reference servers: one per (device, jailed).
+    service = EvaluationService(config(tmp_path, dispatch_depth=2))
+    service.start()
+    try:
+        relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                            "relu_problem.py").read_text(), name="relu")
+        builtin = service.problem_by_builtin("builtin/01_scaled_add")
+        honest = (SPIN.parent / "relu_honest.py").read_text()  # passes the static gate: the reference runs
+        fast = {"num_trials": 1, "input_families": []}
+        [(client, _), (ours, _)] = service.submit([JobSpec(relu.content_hash, honest, fast),
+                                                   JobSpec(builtin.content_hash, honest, fast)], client="c")
+        # Waiting for one job: the record handed with the notice is the one stored.
+        assert asyncio.run(service.wait_final([client.id], 120))[client.id] == service.get(client.id)
+        final = wait_done(service, [client.id, ours.id])
+        assert final[client.id].result["status"] == "ok"
+        # The job's own options (one trial, no input families), not the defaults.
+        assert [trial["family"] for trial in final[client.id].result["trials"]] == ["get_inputs"]
+        references = service.pool.references
+        assert references.server_pid("cpu", True) is not None  # the client's problem: jailed
+        assert references.server_pid("cpu", False) is not None  # the built-in one: unjailed
+    finally:
+        service.stop()
+
+
+def test_a_pool_given_to_the_service_is_used_and_left_open(tmp_path):
+    from tritongym.execution import LocalPool
+
+    with LocalPool(1) as pool:
+        service = EvaluationService(config(tmp_path), pool=pool)
+        service.start()
+        assert service.pool is pool
+        service.stop()
+        assert not pool._closed  # the caller's pool: the caller closes it
+
+
+def test_a_job_a_closed_pool_refuses_goes_back_to_the_queue(tmp_path):
+    import time
+
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    try:
+        service.pool.close(wait=False)  # the pool went away under a running service
+        problem = service.problem_by_builtin("builtin/01_scaled_add")
+        [(record, _)] = service.submit([JobSpec(problem.content_hash, NO_TRITON, {})], client="c")
+        # The dispatcher retries every second, each time claiming and putting it back: seen queued, unrun.
+        deadline = time.monotonic() + 10
+        while (service.get(record.id).state, service.get(record.id).attempts) != (JobState.QUEUED, 0):
+            assert time.monotonic() < deadline, "the refused job was not put back in the queue"
+            time.sleep(0.01)
+        assert service.in_flight() == 0
+    finally:
+        service.stop()
+
+
 def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
     import time
 
@@ -643,6 +865,44 @@ def test_the_pool_is_never_handed_more_than_the_dispatch_depth(tmp_path):
         assert asyncio.run(service.wait_final([waiting.id], 60))[waiting.id].state == JobState.DONE
     finally:
         service.stop()
+
+
+# The abandoned pool's handles (its fork servers' processes and sockets) are collected unclosed: by design.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning")
+def test_stopping_abandons_a_running_job_to_the_next_start(tmp_path):
+    import gc
+    import time
+
+    service = EvaluationService(config(tmp_path))
+    service.start()
+    relu = service.problem_from_source((Path(__file__).resolve().parents[1] / "sandbox" /
+                                        "relu_problem.py").read_text(), name="relu")
+    [(spinner, _)] = service.submit([JobSpec(relu.content_hash, SPIN.read_text(),
+                                             {"timeout": 10.0, "num_trials": 1, "input_families": []})],
+                                    client="c")
+    deadline = time.monotonic() + 60
+    while service.get(spinner.id).state != JobState.RUNNING or not service.pool.stats().busy:
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
+    started = time.monotonic()
+    service.stop()  # does not wait for the candidate's 10 s
+    assert time.monotonic() - started < 5 and not service.ready
+    again = EvaluationService(service.config)
+    try:
+        assert again.store.get(spinner.id).state == JobState.RUNNING  # left as it was, not half-stored
+        assert again.store.requeue_unfinished() == 1
+    finally:
+        again.stop()
+    # The abandoned evaluation ends at its timeout (in a server, the process exits after stop()):
+    # wait for it here, so that no spinning candidate outlives this test.
+    pool = service.pool
+    for slot in pool._slots:
+        slot.thread.join(60)
+        assert not slot.thread.is_alive()
+    # Its handles (sockets, processes) are collected here, under this test's warning filter, not in a
+    # later test's.
+    del service, again, pool, slot
+    gc.collect()
 
 
 def test_the_event_log_numbers_a_jobs_runs_from_one(tmp_path):

@@ -71,10 +71,12 @@ def build_options(options: dict[str, Any], config: ServiceConfig) -> EvalOptions
             fields["reward"] = RewardConfig(**reward)
         except TypeError as exc:
             raise OptionsError(f"reward: {exc}") from None
-    if "disabled_checks" in fields:
-        fields["disabled_checks"] = frozenset(fields["disabled_checks"])
-    if "input_families" in fields:
-        fields["input_families"] = tuple(fields["input_families"])
+    for name, collection in (("disabled_checks", frozenset), ("input_families", tuple)):
+        if name in fields:
+            try:
+                fields[name] = collection(fields[name])
+            except TypeError:  # not a list of names (a number, a list of lists): the request's flaw
+                raise OptionsError(f"{name} must be a list of names, got {fields[name]!r}") from None
     fields.setdefault("device", config.device)
     if fields.get("sandbox", config.sandbox) != config.sandbox:
         raise OptionsError(f"the sandbox mode is set by the server ({config.sandbox}); leave 'sandbox' out")
