@@ -76,7 +76,7 @@ def build_options(options: dict[str, Any], config: ServiceConfig) -> EvalOptions
             try:
                 fields[name] = collection(fields[name])
             except TypeError:  # not a list of names (a number, a list of lists): the request's flaw
-                raise OptionsError(f"{name} must be a list of names, got {fields[name]!r}") from None
+                raise OptionsError(f"{name} must be a list of names, got {repr(fields[name])[:200]}") from None
     fields.setdefault("device", config.device)
     if fields.get("sandbox", config.sandbox) != config.sandbox:
         raise OptionsError(f"the sandbox mode is set by the server ({config.sandbox}); leave 'sandbox' out")
