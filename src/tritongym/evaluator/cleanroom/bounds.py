@@ -100,24 +100,23 @@ class LaunchBounds:
 
 
 def tensor_buffers(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> list[Buffer]:
-    """The storages of a launch's tensor arguments (inside tuples and lists, and a TMA descriptor's
-    base), by name."""
+    """The storages of a launch's tensor arguments, by parameter name.
+
+    The tensors an argument holds are found as the launch hook finds them
+    (`launches.launch_tensors`: plain, in tuples and lists, a TMA descriptor's base); an argument
+    holding several is named ``name[i]``, a descriptor's base ``name.base``.
+    """
+    from tritongym.evaluator.worker.launches import launch_tensors
+
+    named = [(names[i] if i < len(names) else f"argument {i}", value) for i, value in enumerate(args)]
     found: list[Buffer] = []
-
-    def visit(name: str, value: Any, depth: int = 0) -> None:
-        if isinstance(value, torch.Tensor):
-            storage = value.untyped_storage()
-            found.append(Buffer(storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
-        elif isinstance(value, (list, tuple)) and depth < 4:
-            for position, item in enumerate(value):
-                visit(f"{name}[{position}]", item, depth + 1)
-        elif type(value).__name__ == "TensorDescriptor" and isinstance(getattr(value, "base", None), torch.Tensor):
-            visit(f"{name}.base", value.base, depth + 1)
-
-    for position, value in enumerate(args):
-        visit(names[position] if position < len(names) else f"argument {position}", value)
-    for name, value in kwargs.items():
-        visit(name, value)
+    for name, value in [*named, *kwargs.items()]:
+        tensors = launch_tensors(value)
+        for position, tensor in enumerate(tensors):
+            label = (name if isinstance(value, torch.Tensor) else f"{name}[{position}]"
+                     if isinstance(value, (list, tuple)) else f"{name}.base")
+            storage = tensor.untyped_storage()
+            found.append(Buffer(storage.data_ptr(), storage.data_ptr() + storage.nbytes(), label))
     return found
 
 
