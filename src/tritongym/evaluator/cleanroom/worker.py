@@ -316,6 +316,16 @@ def plain(outputs: Any) -> Any:
 
 
 
+def _fresh_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor], log: dict[str, Any],
+                  tensors: list[torch.Tensor]) -> Replay:
+    """A replay whose buffers are made (copied from the parent's inputs and the state) and ready:
+    what a measured replay does before its timed or profiled region begins."""
+    replay = Replay(device, builder, state, log.get("kernels") or {})
+    replay.load_buffers(log, tensors)
+    common.synchronize(device)
+    return replay
+
+
 def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
                 payload: dict[str, Any]) -> dict[str, Any]:
     """Time the replay of one trial's log, as the candidate worker times a forward (`RepTimer`).
@@ -336,21 +346,14 @@ def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.
     if type(reps) is not int or reps < 1 or type(warmup_ms) not in (int, float) or not 0 <= warmup_ms < math.inf:
         raise Diverged("a time request needs a positive number of repetitions and a finite warm-up")
     tensors = common.tensors_in(inputs)
-    kernels = log.get("kernels") or {}
-
-    def prepared() -> Replay:
-        replay = Replay(device, builder, state, kernels)
-        replay.load_buffers(log, tensors)
-        common.synchronize(device)
-        return replay
-
     timer = RepTimer(device)
     with torch.no_grad():
-        timer.warm_up(lambda: prepared().execute(log), list, float(warmup_ms))
+        timer.warm_up(lambda: _fresh_replay(device, builder, state, log, tensors).execute(log), list,
+                      float(warmup_ms))
         timer.calibrate()
         times = []
         for _ in range(reps):
-            replay = prepared()
+            replay = _fresh_replay(device, builder, state, log, tensors)
             times.append(timer.time_call(replay.execute, [log]).ms)
     return {"ms": times, "method": f"clean-room replay of the logged launches and ops; {timer.method}"}
 
@@ -373,14 +376,11 @@ def profile_replay(device: torch.device, builder: KernelBuilder, state: list[tor
     if device.type != "cuda":
         raise Diverged("profiling needs a CUDA device")
     tensors = common.tensors_in(inputs)
-    kernels = log.get("kernels") or {}
     made: list[Replay] = []
 
     def prepared() -> list[Any]:
-        replay = Replay(device, builder, state, kernels)
-        replay.load_buffers(log, tensors)
-        made.append(replay)
-        return [replay]
+        made.append(_fresh_replay(device, builder, state, log, tensors))
+        return [made[-1]]
 
     with torch.no_grad():
         prepared()[0].execute(log)  # compiled before the profile
