@@ -89,7 +89,41 @@ def test_the_mps_pipe_directory_and_an_out_of_usr_compiler_are_bound(tmp_path, m
     monkeypatch.setenv("CC", str(compiler))
     args = sandbox._gpu_binds()
     assert ["--bind", str(pipes), str(pipes)] == args[args.index(str(pipes)) - 1:args.index(str(pipes)) + 2]
-    assert str(compiler_dir) in args
+    # The toolchain's prefix, not only its bin/: gcc runs …/libexec/gcc/*/cc1 (CC=/opt/gcc/bin/gcc on
+    # the H200 image failed to build Triton's launcher with only /opt/gcc/bin bound).
+    prefix = str(compiler_dir.parent)
+    assert ["--ro-bind", prefix, prefix] == args[args.index(prefix) - 1:args.index(prefix) + 2]
+
+
+def test_a_gpu_jail_has_its_own_proc_and_binds_nothing_under_usr_twice(tmp_path):
+    # Seen on an H200: without /proc, cudaGetDeviceCount fails with error 304 in the jail; and a
+    # second bind of /usr/local/cuda (a symbolic link to cuda-13.0 there) aborted bwrap itself.
+    gpu_args = sandbox.bwrap_command(str(tmp_path), True, {})
+    assert ["--proc", "/proc"] == gpu_args[gpu_args.index("--proc"):gpu_args.index("--proc") + 2]
+    assert gpu_args.index("--proc") > gpu_args.index("--unshare-all")  # the jail's own PID namespace
+    assert "--proc" not in sandbox.bwrap_command(str(tmp_path), False, {})  # CPU jails: no /proc at all
+    bound = [gpu_args[i + 1] for i, arg in enumerate(gpu_args) if arg in ("--ro-bind", "--bind")]
+    assert not [folder for folder in bound if folder.startswith("/usr/")]
+
+
+def test_the_probe_names_a_missing_cc_and_not_a_failing_one():
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/opt/none/gcc'"
+    assert "CC=/opt/none/gcc, which is missing" in gpu._probe_hint(missing, cc="/opt/none/gcc")
+    failed = "CalledProcessError: Command '['/opt/gcc/bin/gcc', 'cuda_utils.c']' returned non-zero exit status 1."
+    hint = gpu._probe_hint(failed, cc="/opt/gcc/bin/gcc")
+    assert "missing" not in hint and "C compiler" in hint
+    assert gpu._probe_hint("RuntimeError: no CUDA GPUs are available", cc="").startswith("no GPU is visible")
+
+
+def test_the_memory_cap_names_the_current_gpu_for_a_bare_cuda(monkeypatch):
+    # torch 2.11 raises ValueError for set_per_process_memory_fraction(f, device("cuda")) (seen on an
+    # H200); the GPU calls are faked here, the only thing in this file that needs one.
+    calls = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, d: calls.append((f, d)))
+    gpu.cap_candidate_memory("cuda", 0.25)
+    gpu.cap_candidate_memory("cuda:1", 0.5)
+    assert calls == [(0.25, 2), (0.5, 1)]
 
 
 def test_the_lock_key_names_the_physical_gpu_whatever_the_visible_list(tmp_path):

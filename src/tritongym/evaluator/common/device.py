@@ -97,8 +97,12 @@ def probe_device(device: torch.device | str, triton_kernel: bool = True) -> str 
     return None
 
 
-def _probe_hint(message: str) -> str:
+def _probe_hint(message: str, cc: str | None = None) -> str:
     lowered = message.lower()
+    cc = os.environ.get("CC") if cc is None else cc
+    if cc and message.startswith("FileNotFoundError") and cc in message:
+        # Triton >= 3.6 runs $CC directly: a missing one is a bare FileNotFoundError naming it.
+        return f"Triton builds its launcher with the C compiler CC={cc}, which is missing: install it or unset CC"
     if "c compiler" in lowered or "gcc" in lowered or "clang" in lowered:
         return "Triton builds its launcher with a C compiler: install gcc or set CC"
     if "no cuda gpus are available" in lowered or "no cuda-capable device" in lowered:
@@ -121,7 +125,9 @@ def cap_candidate_memory(device: torch.device | str, fraction: float) -> None:
         return
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    # torch >= 2.11 wants an index ("cuda" alone raises ValueError): the bare name is the current GPU.
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    torch.cuda.set_per_process_memory_fraction(fraction, index)
 
 
 def pin_ieee_fp32() -> str:

@@ -221,8 +221,14 @@ def _gpu_binds(visible_devices: str | None = None, device_order: str | None = No
     compiler = shutil.which(os.environ.get("CC", "")) if os.environ.get("CC") else None
     if compiler is not None and not os.path.realpath(compiler).startswith("/usr/"):
         folder = os.path.dirname(os.path.realpath(compiler))
+        if os.path.basename(folder) == "bin":
+            # The whole toolchain (…/bin/gcc runs …/libexec/gcc/*/cc1 and reads …/lib): bind its
+            # prefix, as CC=/opt/gcc/bin/gcc on the H200 image needs.
+            folder = os.path.dirname(folder)
         args += ["--ro-bind", folder, folder]
-    for folder in ("/usr/local/nvidia", "/usr/local/cuda", "/sys", "/run/nvidia-persistenced"):
+    # /usr (with /usr/local/cuda and /usr/local/nvidia in it) is bound already: binding those again
+    # fails where one is a symbolic link (/usr/local/cuda -> cuda-13.0 on the H200 image).
+    for folder in ("/sys", "/run/nvidia-persistenced"):
         if os.path.exists(folder):
             args += ["--ro-bind", folder, folder]
     for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
@@ -270,6 +276,9 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     for folder in python_paths():
         args += ["--ro-bind", folder, folder]
     if cuda:
+        # The CUDA driver reads /proc (cudaGetDeviceCount fails with error 304 without it, seen on
+        # an H200): a fresh procfs of the jail's own PID namespace, which shows no host process.
+        args += ["--proc", "/proc"]
         gpu_env = gpu_env or {}
         args += _gpu_binds(gpu_env.get("CUDA_VISIBLE_DEVICES"), gpu_env.get("CUDA_DEVICE_ORDER"))
     if job_dir_bytes is None:
