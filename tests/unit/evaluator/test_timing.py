@@ -30,8 +30,9 @@ class FakeDevice:
     `side_ms` more on another stream that only a device-wide synchronize waits for."""
 
     def __init__(self, flush_ms: float = 0.1, call_ms: float = 0.02, side_ms: float = 0.0,
-                 wakeup_ms: float = 0.005) -> None:
+                 wakeup_ms: float = 0.005, dispatch_ms: float = 0.01, cycles_per_ms: float = 1.5e6) -> None:
         self.flush_ms, self.call_ms, self.side_ms, self.wakeup_ms = flush_ms, call_ms, side_ms, wakeup_ms
+        self.dispatch_ms, self.cycles_per_ms = dispatch_ms, cycles_per_ms
         self.calls: list[str] = []
         self.stream_ms = 0.0  # when the current stream's queued work ends
         self.device_ms = 0.0  # when every stream's work ends
@@ -64,13 +65,18 @@ class FakeDevice:
             self.stream_ms = max(self.stream_ms, self.host_ms) + self.flush_ms
             self.device_ms = max(self.device_ms, self.stream_ms)
 
+        def hold(cycles: int) -> None:
+            self.calls.append("hold")
+            self.stream_ms = max(self.stream_ms, self.host_ms) + cycles / self.cycles_per_ms
+            self.device_ms = max(self.device_ms, self.stream_ms)
+
         return CudaClock(synchronize=synchronize, new_event=new_event, record=record, wait=wait,
-                         elapsed_ms=elapsed, zero_=zero_)
+                         elapsed_ms=elapsed, zero_=zero_, hold=hold)
 
     def model(self):
         def forward(*inputs):
             self.calls.append("call")
-            self.host_ms += 0.01  # dispatch: host time, hidden behind the flush
+            self.host_ms += self.dispatch_ms  # host time, hidden behind the flush when short
             self.stream_ms = max(self.stream_ms, self.host_ms) + self.call_ms
             self.device_ms = max(self.device_ms, self.stream_ms + self.side_ms)
             return "out"
@@ -102,6 +108,36 @@ def test_a_synchronize_after_the_flush_would_have_put_dispatch_into_the_span():
     end = clock.new_event()
     clock.record(end)
     assert clock.elapsed_ms(start, end) == pytest.approx(0.03)  # 0.01 dispatch + 0.02 work
+
+
+def test_a_slow_dispatch_is_timed_unless_the_stream_is_held_until_it_ends():
+    # The clean room's replay decodes its log in Python between launches: 0.14 ms for one 5 µs
+    # kernel on an H200, all of it timed behind a 30 µs flush. Held for twice the measured
+    # dispatch after the flush, the span is the device's work again.
+    fake = FakeDevice(dispatch_ms=0.5)
+    timer = cuda_timer(fake)
+    assert timer.time_call(fake.model(), []).ms == pytest.approx(0.5 - 0.1 + 0.02)
+    fake.calls.clear()
+    assert timer.hide_dispatch(0.5) == pytest.approx(timing.GATE_FACTOR * 0.5)
+    assert timer.gate_cycles == pytest.approx(fake.cycles_per_ms * timing.GATE_FACTOR * 0.5, rel=1e-6)
+    fake.calls.clear()
+    timed = timer.time_call(fake.model(), [])
+    assert fake.calls[:2] == ["flush", "hold"] and fake.calls[2].startswith("record:") and fake.calls[3] == "call"
+    assert timed.ms == pytest.approx(0.02) and not timed.charged
+    assert "held" in timer.method
+    # Bounded both ways: a tiny dispatch still gets the minimum hold, a huge one the maximum.
+    assert timer.hide_dispatch(0.0) == timing.GATE_MIN_MS
+    assert timer.hide_dispatch(1e6) == timing.GATE_MAX_MS
+
+
+def test_no_hold_on_a_cpu_or_without_a_hold_call():
+    assert RepTimer(torch.device("cpu")).hide_dispatch(1.0) == 0.0
+    fake = FakeDevice()
+    bare = fake.clock()
+    timer = RepTimer(torch.device("cuda"), clock=CudaClock(**{**bare.__dict__, "hold": None}), flush_buffer=object())
+    assert timer.hide_dispatch(1.0) == 0.0 and timer.gate_cycles == 0
+    timer.time_call(fake.model(), [])
+    assert "hold" not in fake.calls
 
 
 def test_work_left_on_a_side_stream_is_charged_to_the_call():

@@ -12,7 +12,9 @@ clocks and temperature hits both sides alike. One repetition:
    buffer of at least twice the L2 size, 256 MiB minimum), the start event, the call, the end
    event. The flush keeps the GPU busy while the host dispatches the call, so the span measures
    the GPU's work, not Python and Triton's dispatch (a synchronize after the flush would leave
-   the GPU idle and put ~10 µs of dispatch per launch into every span);
+   the GPU idle and put ~10 µs of dispatch per launch into every span). The clean room's timed
+   replay, whose Python dispatch is longer than any flush, also holds the stream after the flush
+   for twice its measured dispatch (`RepTimer.hide_dispatch`); the workers' own timing does not;
 3. the side-stream guard: a **device-wide** ``torch.cuda.synchronize()`` (work hidden on other
    streams is waited for), then a third event. The gap from the end event to it (the tail) is
    only the host's wake-up latency for honest work; when it exceeds a bound calibrated at start
@@ -53,6 +55,14 @@ MIN_FLUSH_BYTES = 256 << 20
 MIN_TAIL_BOUND_MS = 0.05
 #: The calibrated bound is this many times the largest tail of an empty call.
 TAIL_BOUND_FACTOR = 4.0
+#: `RepTimer.hide_dispatch`: the gate holds the stream this many times the host's dispatch time of
+#: the call, never less than GATE_MIN_MS nor more than GATE_MAX_MS (a dispatch slower than that is
+#: partly timed: the figure is then high, never low).
+GATE_FACTOR = 2.0
+GATE_MIN_MS = 0.05
+GATE_MAX_MS = 50.0
+#: Cycles of the calibration hold (`torch.cuda._sleep`): ~1 ms on a 1–2 GHz GPU.
+GATE_CALIBRATION_CYCLES = 1_000_000
 
 # References captured when the worker imports this module, before any candidate code runs: a
 # candidate that patches time.perf_counter, torch.cuda.Event.elapsed_time or Tensor.zero_ (which
@@ -65,6 +75,7 @@ _event_record = torch.cuda.Event.record
 _event_synchronize = torch.cuda.Event.synchronize
 _event_elapsed = torch.cuda.Event.elapsed_time
 _zero = torch.Tensor.zero_
+_hold = getattr(torch.cuda, "_sleep", None)  # spins the current stream for a number of GPU cycles
 _no_grad = torch.no_grad
 _send = Channel.send
 
@@ -79,18 +90,19 @@ class CudaClock:
     wait: Callable[[Any], Any]  # host waits for the event
     elapsed_ms: Callable[[Any, Any], float]
     zero_: Callable[[Any], Any]
+    hold: Callable[[int], Any] | None = None  # keeps the current stream busy for a number of cycles
 
 
 def cuda_clock(device: torch.device, _sync: Any = _cuda_synchronize, _event: Any = _Event,
                _record: Any = _event_record, _wait: Any = _event_synchronize, _elapsed: Any = _event_elapsed,
-               _zero_: Any = _zero) -> CudaClock:
+               _zero_: Any = _zero, _hold_: Any = _hold) -> CudaClock:
     """The real clock for `device` (its own device-wide synchronize).
 
     The calls are bound as default arguments when this module is imported, before any candidate
     code runs: rebinding this module's globals later changes nothing here (and is reported).
     """
     return CudaClock(synchronize=lambda: _sync(device), new_event=lambda: _event(enable_timing=True),
-                     record=_record, wait=_wait, elapsed_ms=_elapsed, zero_=_zero_)
+                     record=_record, wait=_wait, elapsed_ms=_elapsed, zero_=_zero_, hold=_hold_)
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,7 @@ class RepTimer:
         self.flush_buffer = flush_buffer
         self.clock = clock
         self.tail_bound_ms = MIN_TAIL_BOUND_MS
+        self.gate_cycles = 0  # `hide_dispatch`: the stream is held this long after the flush
         if self.cuda and self.clock is None:
             self.clock = cuda_clock(device)
         if self.cuda and self.flush_buffer is None:
@@ -140,8 +153,9 @@ class RepTimer:
     @property
     def method(self) -> str:
         if self.cuda:
-            return ("cuda-events: L2 flush, start, call, end queued without synchronizing; device-wide sync "
-                    f"after the end event, tail over {self.tail_bound_ms:.3g} ms charged; fresh inputs per rep")
+            gate = ", the stream held until the host has dispatched the call" if self.gate_cycles else ""
+            return (f"cuda-events: L2 flush{gate}, start, call, end queued without synchronizing; device-wide "
+                    f"sync after the end event, tail over {self.tail_bound_ms:.3g} ms charged; fresh inputs per rep")
         return "host clock on CPU (Triton interpreter; not meaningful for GPU speed)"
 
     def time_call(self, fn: Any, inputs: list[Any], _perf_counter: Any = _perf_counter,
@@ -159,6 +173,8 @@ class RepTimer:
         grad_off = _no_grad()
         host_start = _perf_counter()
         clock.zero_(self.flush_buffer)
+        if self.gate_cycles and clock.hold is not None:
+            clock.hold(self.gate_cycles)
         clock.record(start_event)
         with grad_off:
             output = fn(*inputs)
@@ -182,6 +198,31 @@ class RepTimer:
         tails = [self.time_call(lambda: None, []).tail_ms for _ in range(reps)]
         self.tail_bound_ms = max(MIN_TAIL_BOUND_MS, TAIL_BOUND_FACTOR * max(tails))
         return self.tail_bound_ms
+
+    def hide_dispatch(self, dispatch_ms: float) -> float:
+        """Hold the stream after each flush for longer than `dispatch_ms`; returns the hold (ms).
+
+        The flush alone hides ~30 µs of the host's dispatch. A call whose dispatch takes longer (the
+        clean room's replay decodes its log in Python between launches: 0.14 ms for one 5 µs
+        kernel, measured on an H200) would be timed as host time; behind the hold, the span is the
+        device's work on the call. No-op (0) on a CPU or where torch has no ``cuda._sleep``.
+        """
+        clock = self.clock
+        if not self.cuda or clock is None or clock.hold is None:
+            return 0.0
+        # Cycles per ms at the fastest clock seen (a GPU boosting later would shorten the hold).
+        per_ms = 0.0
+        for _ in range(3):
+            start, end = clock.new_event(), clock.new_event()
+            clock.synchronize()
+            clock.record(start)
+            clock.hold(GATE_CALIBRATION_CYCLES)
+            clock.record(end)
+            clock.wait(end)
+            per_ms = max(per_ms, GATE_CALIBRATION_CYCLES / max(float(clock.elapsed_ms(start, end)), 1e-6))
+        hold_ms = min(GATE_MAX_MS, max(GATE_MIN_MS, GATE_FACTOR * dispatch_ms))
+        self.gate_cycles = max(1, int(per_ms * hold_ms))
+        return hold_ms
 
     def warm_up(self, fn: Any, make_inputs: Any, budget_ms: float, min_calls: int = 3) -> int:
         """Call `fn` on throwaway inputs for at least `budget_ms` and `min_calls` calls."""
