@@ -185,6 +185,11 @@ def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
             row.fallback_status, row.fallback_reward = str(fallback.status), fallback.reward
         except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
             row.error = f"{type(exc).__name__}: {str(exc)[:120]}"
+        # One line per problem as it finishes: a run cut short by a time limit keeps what it measured.
+        print(f"[{time.monotonic() - started:.0f} s] {row.problem}: do_bench {row.do_bench_ms} ms, "
+              f"charged {row.tritongym_ms}, replay {row.replay_ms}, speedups {row.speedups}, "
+              f"coverage {row.coverage}, fallback {row.fallback_status}/{row.fallback_reward}"
+              + (f", error {row.error}" if row.error else ""), file=sys.stderr, flush=True)
     hours = (time.monotonic() - started) / 3600
     return rows, evaluations / hours if hours else 0.0
 

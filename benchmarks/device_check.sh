@@ -1,0 +1,40 @@
+#!/bin/bash
+# The GPU checks in one prepared command, for a lent GPU machine (docs/benchmarks.md "GPU").
+#
+#   bash benchmarks/device_check.sh            # on the GPU machine, from the repository root
+#
+# Installs nothing from the network: tritongym is put on the path with a .pth file (torch, triton,
+# numpy and tqdm are the machine's). Where the machine has no bwrap, BWRAP_DIR names a folder with a
+# bwrap binary and the libraries it needs (libselinux, libcap, libpcre2-8), copied from a Linux
+# x86-64 machine; they are installed under /usr (run as root). Output: the GPU tests (one line
+# each, as they finish) and the GPU validation table, also written to $OUT when it is set.
+# TESTS_S / VALID_S bound each part in seconds; ONLY and RUNS choose the validation's problems.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$(mktemp -d)}
+T0=$(date +%s)
+log() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+TESTS_S=${TESTS_S:-300}; VALID_S=${VALID_S:-240}; RUNS=${RUNS:-3}
+ONLY=${ONLY:-01_scaled_add,02_leaky_relu,07_softmax,10_matmul,12_linear_gelu}
+if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DIR:-}" ]; then
+  cp "$BWRAP_DIR/bwrap" /usr/local/bin/bwrap
+  for lib in "$BWRAP_DIR"/lib/*; do
+    [ -e "/usr/lib/x86_64-linux-gnu/$(basename "$lib")" ] || cp "$lib" /usr/lib/x86_64-linux-gnu/
+  done
+  ldconfig
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || echo "no nvidia-smi: GPU lines will say unverified"
+python3 -c "import tritongym" 2>/dev/null || \
+  echo "$PWD/src" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/tritongym-checkout.pth"
+python3 -c "import torch, triton, tritongym
+from tritongym.evaluator.jail.sandbox import bwrap_problem
+print('torch', torch.__version__, 'triton', triton.__version__,
+      torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device', tritongym.__file__)
+print('bwrap:', bwrap_problem() or 'usable')"
+log "GPU tests (at most ${TESTS_S} s)"
+PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
+timeout "$TESTS_S" python3 -m pytest tests/gpu -v -rfE -p no:cacheprovider $PER_TEST 2>&1 \
+  | tee "$OUT/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|SKIPPED|^E |passed|failed"
+log "GPU validation (at most ${VALID_S} s): $ONLY x $RUNS"
+timeout "$VALID_S" python3 benchmarks/gpu_validation.py --runs "$RUNS" --only "$ONLY" 2>&1 | tee "$OUT/gpu_validation.log"
+log done
