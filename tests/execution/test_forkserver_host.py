@@ -7,13 +7,20 @@ jailed candidate path is tests/execution/test_forkserver.py.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import socket
+import stat
+import threading
+import time
 
 import pytest
 from tests.execution.conftest import needs_forkserver
 
 from tritongym import EvaluatorError
+from tritongym.evaluator.jail.sandbox import PASSTHROUGH_ENV, ResourceLimits
 from tritongym.evaluator.reference import ReferenceRunner
 from tritongym.execution.forkserver import ForkedWorker, ForkServerLauncher
 from tritongym.tasks.problem import Problem
@@ -82,7 +89,10 @@ def test_a_dead_server_is_lost_and_refuses_jobs():
         os.killpg(launcher.process.popen.pid, signal.SIGKILL)
         launcher.process.popen.wait(timeout=30)
         assert launcher.lost()
-        with pytest.raises(EvaluatorError, match="the fork server is gone"):
+        launcher._pump(5.0)  # what a waiting thread reads: the end of the channel, and why
+        assert launcher._dead == "the fork server exited (killed by SIGKILL)"
+        with pytest.raises(EvaluatorError,
+                           match=r"the fork server is gone \(the fork server exited \(killed by SIGKILL\)\)"):
             ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
                             spawner=launcher.start)
         assert launcher.exit_code("no-such-job", wait=0.0) is None
@@ -136,3 +146,152 @@ def test_exit_code_waits_up_to_its_wait_for_a_job_that_ends(server):
         worker.release()
     finally:
         runner.close()
+
+
+def test_a_waiter_returns_at_its_wait_even_while_another_thread_reads(server):
+    # A trusted server serves every slot's references: several threads wait on it, one reads at a
+    # time. A waiter must come back at its own wait, whether the channel is quiet or another
+    # thread holds the reader.
+    runner = ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                             spawner=server.start)
+    try:
+        job = runner.process.job
+        started = time.monotonic()
+        assert server.exit_code(job, 0.2) is None  # running, and the channel is quiet
+        assert 0.15 <= time.monotonic() - started < 0.7
+        answers: list[float] = []
+
+        def wait_for_exit() -> None:
+            began = time.monotonic()
+            server.exit_code(job, 0.2)
+            answers.append(time.monotonic() - began)
+
+        assert server._recv_lock.acquire(timeout=5)  # another waiter is reading
+        try:
+            waiter = threading.Thread(target=wait_for_exit, daemon=True)
+            waiter.start()
+            waiter.join(timeout=5)
+            assert not waiter.is_alive() and len(answers) == 1 and answers[0] < 0.7
+            assert server._recv_lock.locked()  # it did not read (nor let go) while the other reader held it
+        finally:
+            server._recv_lock.release()
+        assert runner.process.alive()
+    finally:
+        runner.close()
+
+
+def test_a_job_the_server_refuses_is_an_error_with_the_servers_reason(server, tmp_path):
+    # The host asks only for its own roles; a server that does not run the asked role (the two
+    # sides disagreeing) refuses the job with its reason, and the host says so at once.
+    candidate = "tritongym.evaluator.worker.candidate"
+    server.modules[candidate] = "candidate"
+    left, right = socket.socketpair()
+    try:
+        (tmp_path / "job").mkdir()
+        started = time.monotonic()
+        with pytest.raises(EvaluatorError, match=r"^the fork server refused the job: role 'candidate' is not one "
+                                                 r"this server runs \(reference\)$"):
+            server.start(candidate, str(tmp_path / "job" / "x.py"), job_dir=tmp_path / "job",
+                         limits=ResourceLimits(), token="t", log_path=tmp_path / "log", channel_fd=right.fileno())
+        assert time.monotonic() - started < 10  # not the 30 s of a server that never answers
+    finally:
+        del server.modules[candidate]
+        left.close()
+        right.close()
+    assert server._failed == {} and not server.lost()
+    again = ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                            spawner=server.start)
+    again.close()
+
+
+def test_a_failed_control_channel_loses_the_server_and_says_why():
+    launcher = ForkServerLauncher("cpu", threads=1, trusted=True)
+    control = launcher.control
+    try:
+        launcher.control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # connected to nothing
+        launcher._pump(0.1)
+        assert launcher._dead is not None and launcher._dead.startswith("control channel failed: ")
+        assert launcher.lost() and launcher.process.popen.poll() is None  # lost though still running
+        with pytest.raises(EvaluatorError, match=r"the fork server is gone \(control channel failed: "):
+            ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                            spawner=launcher.start)
+    finally:
+        launcher.control.close()
+        launcher.control = control
+        launcher.close()
+
+
+# A problem that tells, when the worker imports it, the environment and arguments it was started with
+# (its output goes to the job's log).
+TELLING_SOURCE = ("import json, os, sys\n"
+                  "print('TOLD=' + json.dumps({'env': dict(os.environ), 'argv': sys.argv}), flush=True)\n" + SOURCE)
+
+
+def told(runner: ReferenceRunner) -> dict:
+    runner.setup(0)  # the worker imports the problem before it answers
+    line = next(line for line in runner.process.log_path.read_text().splitlines() if line.startswith("TOLD="))
+    return json.loads(line[len("TOLD="):])
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "jailed"])
+def test_a_forked_worker_gets_the_jobs_environment_arguments_and_a_private_log(trusted, monkeypatch):
+    monkeypatch.setenv("CC", "cc-from-the-host")  # passed through (PASSTHROUGH_ENV)
+    monkeypatch.setenv("TRITONGYM_HOST_ONLY", "1")  # the host's other variables stay out
+    # A jailed server may fork two roles: it names both when asked for a third.
+    launcher = ForkServerLauncher("cpu", threads=1, trusted=True) if trusted else \
+        ForkServerLauncher("cpu", threads=1, roles=("reference", "candidate"))
+    try:
+        if not trusted:
+            with pytest.raises(EvaluatorError, match=r"^this fork server starts tritongym.evaluator.worker.reference, "
+                                                     r"tritongym.evaluator.worker.candidate only, not "
+                                                     r"tritongym.evaluator.cleanroom.worker$"):
+                launcher.start("tritongym.evaluator.cleanroom.worker", "/nonexistent.py")
+        runner = ReferenceRunner(Problem.from_source(TELLING_SOURCE, name="telling"), device="cpu", timeout=60.0,
+                                 jailed=not trusted, spawner=lambda module, source, **kwargs: launcher.start(
+                                     module, source, problem_path=source, extra_args=("--allow-forbidden",),
+                                     **kwargs))
+        try:
+            seen = told(runner)
+            job_dir = str(runner._dir / "job")
+            home = job_dir if trusted else "/job"
+            source = f"{home}/problem.py"
+            env = seen["env"]
+            assert re.fullmatch("[0-9a-f]{24}", env.pop("TRITONGYM_JOB"))
+            expected = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                        "USER": "sandbox", "LOGNAME": "sandbox", "HOME": home,
+                        "TMPDIR": home if trusted else "/tmp", "TRITON_CACHE_DIR": f"{home}/.triton",
+                        "TRITON_INTERPRET": "1", "CC": "cc-from-the-host"}
+            expected.update({name: os.environ[name] for name in PASSTHROUGH_ENV if name in os.environ})
+            assert {name: env.get(name) for name in expected} == expected
+            assert "TRITONGYM_HOST_ONLY" not in env
+            argv = seen["argv"]
+            assert argv[:-2] == ["tritongym-reference",
+                                 "--source", source, "--device", "cpu", "--problem", source, "--allow-forbidden"]
+            assert argv[-2] == "--fd"
+            # The log is the evaluator's own file: created for the job, readable by this user only.
+            assert stat.S_IMODE(os.stat(runner.process.log_path).st_mode) == 0o600
+        finally:
+            runner.close()
+    finally:
+        launcher.close()
+
+
+def test_a_server_that_dies_while_starting_a_job_is_reported_at_once():
+    launcher = ForkServerLauncher("cpu", threads=1, trusted=True)
+    group = launcher.process.popen.pid
+    try:
+        os.killpg(group, signal.SIGSTOP)  # it reads no frame and answers nothing
+        killer = threading.Timer(0.5, os.killpg, (group, signal.SIGKILL))
+        killer.start()
+        started = time.monotonic()
+        # Why, whichever the host noticed first: the channel's end, its reset (the start frame was
+        # left unread), or the exit itself.
+        with pytest.raises(EvaluatorError, match=r"^the fork server did not start the job \((the fork server exited "
+                                                 r"\(killed by SIGKILL\)|it exited: killed by SIGKILL|control channel "
+                                                 r"failed: \[Errno 104\] Connection reset by peer)\)$"):
+            ReferenceRunner(Problem.from_source(SOURCE, name="double"), device="cpu", timeout=60.0,
+                            spawner=launcher.start)
+        assert time.monotonic() - started < 10  # not the 30 s a server that is alive gets
+        killer.join()
+    finally:
+        launcher.close()

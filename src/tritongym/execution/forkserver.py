@@ -283,6 +283,12 @@ class ForkServerLauncher:
                 self._dead = f"control channel failed: {exc}"
                 return
             if not data:
+                # The channel ends as the server dies, a moment before its exit can be read: wait for it
+                # briefly, so that the reason says how it ended rather than "still running".
+                try:
+                    self.process.popen.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    pass
                 self._dead = f"the fork server exited ({self.process.exit_description()})"
                 return
             frame = json.loads(data)
@@ -383,8 +389,11 @@ class ForkServerLauncher:
         while job not in self._started:
             if job in self._failed:
                 raise EvaluatorError(f"the fork server refused the job: {self._failed.pop(job)}")
-            if self.lost() or time.monotonic() > deadline:
-                raise EvaluatorError(f"the fork server did not start the job ({self._dead or 'no reply in 30 s'})")
+            if self.lost():  # why it is gone, not the 30 s it was not given
+                raise EvaluatorError(f"the fork server did not start the job "
+                                     f"({self._dead or 'it exited: ' + self.process.exit_description()})")
+            if time.monotonic() > deadline:
+                raise EvaluatorError("the fork server did not start the job (no reply in 30 s)")
             self._pump(0.05)
         pid = self._started.pop(job)
         self._current = job
