@@ -21,7 +21,7 @@ from tests.execution.conftest import needs_forkserver
 
 from tritongym import EvaluatorError
 from tritongym.evaluator.jail.sandbox import PASSTHROUGH_ENV, ResourceLimits
-from tritongym.evaluator.reference import ReferenceRunner
+from tritongym.evaluator.reference import JAILED_REFERENCE_LIMITS, ReferenceRunner
 from tritongym.execution.forkserver import ForkedWorker, ForkServerLauncher
 from tritongym.tasks.problem import Problem
 
@@ -223,8 +223,10 @@ def test_a_failed_control_channel_loses_the_server_and_says_why():
 
 # A problem that tells, when the worker imports it, the environment and arguments it was started with
 # (its output goes to the job's log).
-TELLING_SOURCE = ("import json, os, sys\n"
-                  "print('TOLD=' + json.dumps({'env': dict(os.environ), 'argv': sys.argv}), flush=True)\n" + SOURCE)
+TELLING_SOURCE = ("import json, os, resource, sys\n"
+                  "tmp = os.statvfs('/tmp')\n"
+                  "print('TOLD=' + json.dumps({'env': dict(os.environ), 'argv': sys.argv, 'tmp_bytes': tmp.f_blocks * "
+                  "tmp.f_frsize, 'nofile': resource.getrlimit(resource.RLIMIT_NOFILE)}), flush=True)\n" + SOURCE)
 
 
 def told(runner: ReferenceRunner) -> dict:
@@ -246,10 +248,16 @@ def test_a_forked_worker_gets_the_jobs_environment_arguments_and_a_private_log(t
                                                      r"tritongym.evaluator.worker.candidate only, not "
                                                      r"tritongym.evaluator.cleanroom.worker$"):
                 launcher.start("tritongym.evaluator.cleanroom.worker", "/nonexistent.py")
+        # The job's own limits (a jailed job's /tmp size and rlimits), a problem path and extra arguments.
+        limits = ResourceLimits(**{**JAILED_REFERENCE_LIMITS.__dict__, "job_dir_bytes": 64 << 20,
+                                   "max_open_files": 512})
+
+        def spawner(module: str, source: str, **kwargs: object) -> ForkedWorker:
+            return launcher.start(module, source, **{**kwargs, "limits": limits}, problem_path=source,
+                                  extra_args=("--allow-forbidden",))
+
         runner = ReferenceRunner(Problem.from_source(TELLING_SOURCE, name="telling"), device="cpu", timeout=60.0,
-                                 jailed=not trusted, spawner=lambda module, source, **kwargs: launcher.start(
-                                     module, source, problem_path=source, extra_args=("--allow-forbidden",),
-                                     **kwargs))
+                                 jailed=not trusted, spawner=spawner)
         try:
             seen = told(runner)
             job_dir = str(runner._dir / "job")
@@ -268,10 +276,20 @@ def test_a_forked_worker_gets_the_jobs_environment_arguments_and_a_private_log(t
             assert argv[:-2] == ["tritongym-reference",
                                  "--source", source, "--device", "cpu", "--problem", source, "--allow-forbidden"]
             assert argv[-2] == "--fd"
+            if not trusted:
+                assert seen["tmp_bytes"] == 64 << 20 and seen["nofile"] == [512, 512]
+                # The server's copy of the job's files: read-only for the job's life, then removed.
+                folder = launcher._jobs / runner.process.job
+                assert stat.S_IMODE(folder.stat().st_mode) == 0o555
+                assert [(p.name, stat.S_IMODE(p.stat().st_mode)) for p in folder.iterdir()] == [("problem.py", 0o444)]
+                assert (folder / "problem.py").read_text() == TELLING_SOURCE
+            assert runner.process.cgroup is launcher.cgroup  # the slot's cgroup, where this machine has one
             # The log is the evaluator's own file: created for the job, readable by this user only.
             assert stat.S_IMODE(os.stat(runner.process.log_path).st_mode) == 0o600
         finally:
             runner.close()
+        assert not (launcher._jobs / runner.process.job).exists()  # forgotten with its job
+        assert launcher._current is None and runner.process.job not in launcher._exits
     finally:
         launcher.close()
 
