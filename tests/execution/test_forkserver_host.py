@@ -223,10 +223,11 @@ def test_a_failed_control_channel_loses_the_server_and_says_why():
 
 # A problem that tells, when the worker imports it, the environment and arguments it was started with
 # (its output goes to the job's log).
-TELLING_SOURCE = ("import json, os, resource, sys\n"
+TELLING_SOURCE = ("import json, os, resource, sys\nimport torch\n"
                   "tmp = os.statvfs('/tmp')\n"
                   "print('TOLD=' + json.dumps({'env': dict(os.environ), 'argv': sys.argv, 'tmp_bytes': tmp.f_blocks * "
-                  "tmp.f_frsize, 'nofile': resource.getrlimit(resource.RLIMIT_NOFILE)}), flush=True)\n" + SOURCE)
+                  "tmp.f_frsize, 'nofile': resource.getrlimit(resource.RLIMIT_NOFILE), "
+                  "'threads': torch.get_num_threads()}), flush=True)\n" + SOURCE)
 
 
 def told(runner: ReferenceRunner) -> dict:
@@ -276,6 +277,7 @@ def test_a_forked_worker_gets_the_jobs_environment_arguments_and_a_private_log(t
             assert argv[:-2] == ["tritongym-reference",
                                  "--source", source, "--device", "cpu", "--problem", source, "--allow-forbidden"]
             assert argv[-2] == "--fd"
+            assert seen["threads"] == 1  # the server's thread cap, set again in the job (its environment has none)
             if not trusted:
                 assert seen["tmp_bytes"] == 64 << 20 and seen["nofile"] == [512, 512]
                 # The server's copy of the job's files: read-only for the job's life, then removed.
