@@ -292,6 +292,14 @@ def test_a_forked_worker_gets_the_jobs_environment_arguments_and_a_private_log(t
             runner.close()
         assert not (launcher._jobs / runner.process.job).exists()  # forgotten with its job
         assert launcher._current is None and runner.process.job not in launcher._exits
+        if not trusted:  # a jailed job whose limits name no size gets a 256 MiB /tmp
+            limits = ResourceLimits(**{**JAILED_REFERENCE_LIMITS.__dict__, "job_dir_bytes": None})
+            sized = ReferenceRunner(Problem.from_source(TELLING_SOURCE, name="telling"), device="cpu",
+                                    timeout=60.0, jailed=True, spawner=spawner)
+            try:
+                assert told(sized)["tmp_bytes"] == 256 << 20
+            finally:
+                sized.close()
     finally:
         launcher.close()
 
