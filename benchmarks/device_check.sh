@@ -6,7 +6,11 @@
 # Installs nothing from the network: tritongym is put on the path with a .pth file (torch, triton,
 # numpy and tqdm are the machine's). Where the machine has no bwrap, BWRAP_DIR names a folder with a
 # bwrap binary and the libraries it needs (libselinux, libcap, libpcre2-8), copied from a Linux
-# x86-64 machine; they are installed under /usr (run as root). Output: the GPU tests (one line
+# x86-64 machine; they are installed under /usr (run as root). On the machine that sends the tree
+# (the device tool carries ignored folders named in `carry`):
+#   echo /.dev/ >> .git/info/exclude; mkdir -p .dev/lib; cp "$(command -v bwrap)" .dev/
+#   cp -L /lib/x86_64-linux-gnu/{libselinux.so.1,libcap.so.2,libpcre2-8.so.0} .dev/lib/
+# then, there: BWRAP_DIR=.dev bash benchmarks/device_check.sh. Output: the GPU tests (one line
 # each, as they finish) and the GPU validation table, also written to $OUT when it is set.
 # TESTS_S / VALID_S bound each part in seconds; ONLY and RUNS choose the validation's problems.
 set -u

@@ -251,6 +251,8 @@ class RLSettings:
     dvp_alpha: float | None = 0.1
     max_new_tokens: int = 400
     eval_workers: int = 1
+    #: The evaluator's master seed for RL's verdicts (None: secret, as in training; the CI test fixes it).
+    eval_seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -264,7 +266,7 @@ def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: 
                             prompts_per_step=settings.prompts_per_step, max_new_tokens=settings.max_new_tokens,
                             learning_rate=settings.learning_rate, temperature=settings.temperature, device="cpu",
                             eval_workers=settings.eval_workers, dvp_alpha=settings.dvp_alpha,
-                            advantage=advantage, seed=seed,
+                            advantage=advantage, seed=seed, eval_seed=settings.eval_seed,
                             extra=dict(settings.extra))
     summary = run_trl_training(config)
     return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out)}

@@ -61,6 +61,26 @@ from tritongym.evaluator.worker import reference as reference_worker
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
+
+def _warm_triton_specialisation() -> None:
+    """Make here, once, the imports Triton makes at a process's first launch.
+
+    Triton 3.9's argument specialisation (``mangle_type``, called for every scalar and tensor
+    argument of a launch) imports 50 modules (``triton.compiler.code_generator``, gluon's) at its
+    first call: 28-37 ms bare, ~75 ms under a worker's audit hook (py-spy over 12 evaluations on the
+    CPU tier, 2026-11-26). Every forked candidate and clean-room worker paid it once per evaluation.
+    """
+    try:
+        from triton.runtime.jit import mangle_type
+
+        mangle_type(0)
+        mangle_type(torch.empty(1))
+    except Exception:  # noqa: BLE001 - another Triton: nothing to warm, the first launch does it
+        pass
+
+
+_warm_triton_specialisation()
+
 #: The worker a job's ``role`` runs: a fixed table (a frame names a role, never a module). Every
 #: role gets the same jail (`_grandchild`).
 WORKERS: dict[str, ModuleType] = {

@@ -69,6 +69,11 @@ def test_is_mask():
     assert families.is_mask(torch.tensor([0.0, float("-inf")]))
     assert not families.is_mask(torch.tensor([0.0, 0.5]))
     assert not families.is_mask(torch.tensor([1.0, float("-inf")]))
+    # Past the first 64 elements (the quick look): still every element decides.
+    late = torch.cat([torch.ones(100), torch.tensor([0.5]), torch.zeros(10)])
+    assert not families.is_mask(late)
+    assert families.is_mask((torch.arange(1000) % 3 == 0).float().reshape(10, 100).t())  # non-contiguous
+    assert not families.is_mask(torch.randn(256, 256))
     assert not families.is_mask(torch.empty(0))
 
 

@@ -342,7 +342,8 @@ def time_replay(device: torch.device, builder: KernelBuilder, state: list[torch.
 
     Per repetition the buffers are made afresh *outside* the timed span (inputs, model state and
     external bytes copied from the parent's copy, so no repetition sees another's allocations),
-    then only the events run inside it: on a GPU behind an L2 flush between CUDA events, on a CPU
+    then only the events run inside it: on a GPU behind an L2 flush and a hold longer than the
+    replay's own Python dispatch, between CUDA events (the logged work's device time); on a CPU
     with the host clock. No candidate Python runs here, so the figure is the logged work's own
     cost, which no report of the candidate worker can lower.
     """

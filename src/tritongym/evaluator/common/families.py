@@ -65,6 +65,11 @@ def is_mask(tensor: torch.Tensor) -> bool:
     """A floating tensor whose values are all in {0, 1} or all in {0, -inf}."""
     if tensor.numel() == 0:
         return False
+    # The first elements settle most calls (random data is no mask), for the price of 64 elements
+    # instead of four passes over the whole input per trial (py-spy: ~5 % of a reference worker).
+    head = tensor.reshape(-1)[:64]
+    if not bool(((head == 0) | (head == 1) | (head == float("-inf"))).all()):
+        return False
     binary = (tensor == 0) | (tensor == 1)
     additive = (tensor == 0) | (tensor == float("-inf"))
     return bool(binary.all()) or bool(additive.all())

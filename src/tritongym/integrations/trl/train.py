@@ -66,6 +66,9 @@ class TrlTrainConfig:
     length_lr_decay: bool = False
     advantage: str = "trloo"
     seed: int = 0
+    #: The evaluator's master seed (None: secret, fresh per evaluation). For reproducible tests only:
+    #: with fixed trial inputs, feedback that quotes expected values could teach a policy those values.
+    eval_seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -155,7 +158,7 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
     TrajectoryStore(out).check_settings({**settings, "trainer": "trl",
                                          "problem_ids": [p.problem_id for p in problems]})
     cuda = torch.cuda.is_available() and config.device != "cpu"
-    options = EvalOptions(device=config.device)
+    options = EvalOptions(device=config.device, seed=config.eval_seed)
     rollout = KernelRollout(problems, turns=config.turns, options=options, workers=config.eval_workers,
                             feedback=config.feedback, extract=config.extract, max_new_tokens=config.max_new_tokens,
                             out=str(out), provenance={"model": config.model})
