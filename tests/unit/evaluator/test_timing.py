@@ -112,22 +112,40 @@ def test_a_synchronize_after_the_flush_would_have_put_dispatch_into_the_span():
 
 def test_a_slow_dispatch_is_timed_unless_the_stream_is_held_until_it_ends():
     # The clean room's replay decodes its log in Python between launches: 0.14 ms for one 5 µs
-    # kernel on an H200, all of it timed behind a 30 µs flush. Held for twice the measured
+    # kernel on an H200, most of it timed behind a flush that lasts less. Held for twice the measured
     # dispatch after the flush, the span is the device's work again.
     fake = FakeDevice(dispatch_ms=0.5)
     timer = cuda_timer(fake)
     assert timer.time_call(fake.model(), []).ms == pytest.approx(0.5 - 0.1 + 0.02)
     fake.calls.clear()
-    assert timer.hide_dispatch(0.5) == pytest.approx(timing.GATE_FACTOR * 0.5)
-    assert timer.gate_cycles == pytest.approx(fake.cycles_per_ms * timing.GATE_FACTOR * 0.5, rel=1e-6)
+    assert timer.hide_dispatch(0.5) == pytest.approx(timing.HOLD_FACTOR * 0.5)
+    assert timer.hold_cycles == pytest.approx(fake.cycles_per_ms * timing.HOLD_FACTOR * 0.5, rel=1e-6)
     fake.calls.clear()
     timed = timer.time_call(fake.model(), [])
     assert fake.calls[:2] == ["flush", "hold"] and fake.calls[2].startswith("record:") and fake.calls[3] == "call"
     assert timed.ms == pytest.approx(0.02) and not timed.charged
     assert "held" in timer.method
     # Bounded both ways: a tiny dispatch still gets the minimum hold, a huge one the maximum.
-    assert timer.hide_dispatch(0.0) == timing.GATE_MIN_MS
-    assert timer.hide_dispatch(1e6) == timing.GATE_MAX_MS
+    assert timer.hide_dispatch(0.0) == timing.HOLD_MIN_MS
+    assert timer.hide_dispatch(1e6) == timing.HOLD_MAX_MS
+
+
+def test_the_hold_is_sized_at_the_fastest_clock_seen():
+    # A GPU that boosts after the calibration would run the same cycles in less time: the cycles per
+    # ms are the largest of the three readings, so the hold is never shorter than asked.
+    import dataclasses
+
+    fake = FakeDevice()
+    real = fake.clock()
+    rates = iter([0.5e6, 1.5e6, 1.0e6])
+
+    def boosting_hold(cycles: int) -> None:
+        fake.cycles_per_ms = next(rates, fake.cycles_per_ms)
+        real.hold(cycles)
+
+    timer = RepTimer(torch.device("cuda"), clock=dataclasses.replace(real, hold=boosting_hold), flush_buffer=object())
+    assert timer.hide_dispatch(1.0) == pytest.approx(2.0)
+    assert timer.hold_cycles == pytest.approx(1.5e6 * 2.0, rel=1e-6)
 
 
 def test_no_hold_on_a_cpu_or_without_a_hold_call():
@@ -135,7 +153,7 @@ def test_no_hold_on_a_cpu_or_without_a_hold_call():
     fake = FakeDevice()
     bare = fake.clock()
     timer = RepTimer(torch.device("cuda"), clock=CudaClock(**{**bare.__dict__, "hold": None}), flush_buffer=object())
-    assert timer.hide_dispatch(1.0) == 0.0 and timer.gate_cycles == 0
+    assert timer.hide_dispatch(1.0) == 0.0 and timer.hold_cycles == 0
     timer.time_call(fake.model(), [])
     assert "hold" not in fake.calls
 

@@ -55,14 +55,14 @@ MIN_FLUSH_BYTES = 256 << 20
 MIN_TAIL_BOUND_MS = 0.05
 #: The calibrated bound is this many times the largest tail of an empty call.
 TAIL_BOUND_FACTOR = 4.0
-#: `RepTimer.hide_dispatch`: the gate holds the stream this many times the host's dispatch time of
-#: the call, never less than GATE_MIN_MS nor more than GATE_MAX_MS (a dispatch slower than that is
+#: `RepTimer.hide_dispatch`: the stream is held this many times the host's dispatch time of the
+#: call, never less than HOLD_MIN_MS nor more than HOLD_MAX_MS (a dispatch slower than that is
 #: partly timed: the figure is then high, never low).
-GATE_FACTOR = 2.0
-GATE_MIN_MS = 0.05
-GATE_MAX_MS = 50.0
+HOLD_FACTOR = 2.0
+HOLD_MIN_MS = 0.05
+HOLD_MAX_MS = 50.0
 #: Cycles of the calibration hold (`torch.cuda._sleep`): ~1 ms on a 1–2 GHz GPU.
-GATE_CALIBRATION_CYCLES = 1_000_000
+HOLD_CALIBRATION_CYCLES = 1_000_000
 
 # References captured when the worker imports this module, before any candidate code runs: a
 # candidate that patches time.perf_counter, torch.cuda.Event.elapsed_time or Tensor.zero_ (which
@@ -142,7 +142,7 @@ class RepTimer:
         self.flush_buffer = flush_buffer
         self.clock = clock
         self.tail_bound_ms = MIN_TAIL_BOUND_MS
-        self.gate_cycles = 0  # `hide_dispatch`: the stream is held this long after the flush
+        self.hold_cycles = 0  # `hide_dispatch`: the stream is held this long after the flush
         if self.cuda and self.clock is None:
             self.clock = cuda_clock(device)
         if self.cuda and self.flush_buffer is None:
@@ -153,8 +153,8 @@ class RepTimer:
     @property
     def method(self) -> str:
         if self.cuda:
-            gate = ", the stream held until the host has dispatched the call" if self.gate_cycles else ""
-            return (f"cuda-events: L2 flush{gate}, start, call, end queued without synchronizing; device-wide "
+            held = ", the stream held until the host has dispatched the call" if self.hold_cycles else ""
+            return (f"cuda-events: L2 flush{held}, start, call, end queued without synchronizing; device-wide "
                     f"sync after the end event, tail over {self.tail_bound_ms:.3g} ms charged; fresh inputs per rep")
         return "host clock on CPU (Triton interpreter; not meaningful for GPU speed)"
 
@@ -173,8 +173,8 @@ class RepTimer:
         grad_off = _no_grad()
         host_start = _perf_counter()
         clock.zero_(self.flush_buffer)
-        if self.gate_cycles and clock.hold is not None:
-            clock.hold(self.gate_cycles)
+        if self.hold_cycles and clock.hold is not None:
+            clock.hold(self.hold_cycles)
         clock.record(start_event)
         with grad_off:
             output = fn(*inputs)
@@ -202,7 +202,8 @@ class RepTimer:
     def hide_dispatch(self, dispatch_ms: float) -> float:
         """Hold the stream after each flush for longer than `dispatch_ms`; returns the hold (ms).
 
-        The flush alone hides ~30 µs of the host's dispatch. A call whose dispatch takes longer (the
+        The flush hides only as much dispatch as it lasts itself (zeroing 256 MiB: well under 0.1 ms on
+        an H200). A call whose dispatch takes longer (the
         clean room's replay decodes its log in Python between launches: 0.14 ms for one 5 µs
         kernel, measured on an H200) would be timed as host time; behind the hold, the span is the
         device's work on the call. No-op (0) on a CPU or where torch has no ``cuda._sleep``.
@@ -216,12 +217,12 @@ class RepTimer:
             start, end = clock.new_event(), clock.new_event()
             clock.synchronize()
             clock.record(start)
-            clock.hold(GATE_CALIBRATION_CYCLES)
+            clock.hold(HOLD_CALIBRATION_CYCLES)
             clock.record(end)
             clock.wait(end)
-            per_ms = max(per_ms, GATE_CALIBRATION_CYCLES / max(float(clock.elapsed_ms(start, end)), 1e-6))
-        hold_ms = min(GATE_MAX_MS, max(GATE_MIN_MS, GATE_FACTOR * dispatch_ms))
-        self.gate_cycles = max(1, int(per_ms * hold_ms))
+            per_ms = max(per_ms, HOLD_CALIBRATION_CYCLES / max(float(clock.elapsed_ms(start, end)), 1e-6))
+        hold_ms = min(HOLD_MAX_MS, max(HOLD_MIN_MS, HOLD_FACTOR * dispatch_ms))
+        self.hold_cycles = max(1, int(per_ms * hold_ms))
         return hold_ms
 
     def warm_up(self, fn: Any, make_inputs: Any, budget_ms: float, min_calls: int = 3) -> int:
