@@ -300,7 +300,7 @@ class _Evaluation:
                     "numbers, strings and dtypes"))
                 return
         logs = [record.log for record in self.records]
-        combos = [tuple(sorted(record.configs)) for record in self.records]
+        combos = self.config_combos()
         for position, record in enumerate(self.records):
             peers = [i for i, combo in enumerate(combos) if combo == combos[position]]
             carried = replays.host_origin(logs, position, same_configs=peers if len(peers) > 1 else None)
@@ -488,9 +488,13 @@ class _Evaluation:
             compute_work=tuple(trial.compute_work), log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran]))
 
+    def config_combos(self) -> list[tuple[tuple[str, int], ...]]:
+        """Each trial's autotune configs as one comparable combination (empty: no autotuning)."""
+        return [tuple(sorted(record.configs)) for record in self.records]
+
     def records_without_a_peer(self) -> list[replays.TrialRecord]:
         """Trials that ran autotune configs no other trial ran in the same combination."""
-        combos = [tuple(sorted(record.configs)) for record in self.records]
+        combos = self.config_combos()
         return [record for record, combo in zip(self.records, combos, strict=True)
                 if combo and combos.count(combo) == 1]
 
