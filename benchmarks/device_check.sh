@@ -11,14 +11,16 @@
 #   echo /.dev/ >> .git/info/exclude; mkdir -p .dev/lib; cp "$(command -v bwrap)" .dev/
 #   cp -L /lib/x86_64-linux-gnu/{libselinux.so.1,libcap.so.2,libpcre2-8.so.0} .dev/lib/
 # then, there: BWRAP_DIR=.dev bash benchmarks/device_check.sh. Output: the GPU tests (one line
-# each, as they finish) and the GPU validation table, also written to $OUT when it is set.
-# TESTS_S / VALID_S bound each part in seconds; ONLY and RUNS choose the validation's problems.
+# each as they finish, a failure's report at once: benchmarks/pytest_live_failures.py), the GPU
+# validation table with a fresh process per evaluation, then with the warm pool; the full logs
+# are written to $OUT when it is set. TESTS_S / VALID_S / POOL_S bound each part in seconds (0
+# skips it); ONLY and RUNS choose the validation's problems; TESTS picks tests (pytest -k).
 set -u
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-$(mktemp -d)}
+OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 T0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-TESTS_S=${TESTS_S:-300}; VALID_S=${VALID_S:-240}; RUNS=${RUNS:-3}
+TESTS_S=${TESTS_S:-300}; VALID_S=${VALID_S:-240}; POOL_S=${POOL_S:-120}; RUNS=${RUNS:-3}
 ONLY=${ONLY:-01_scaled_add,02_leaky_relu,07_softmax,10_matmul,12_linear_gelu}
 if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DIR:-}" ]; then
   cp "$BWRAP_DIR/bwrap" /usr/local/bin/bwrap
@@ -35,10 +37,20 @@ from tritongym.evaluator.jail.sandbox import bwrap_problem
 print('torch', torch.__version__, 'triton', triton.__version__,
       torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device', tritongym.__file__)
 print('bwrap:', bwrap_problem() or 'usable')"
-log "GPU tests (at most ${TESTS_S} s)"
 PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
-timeout "$TESTS_S" python3 -m pytest tests/gpu -v -rfE -p no:cacheprovider $PER_TEST 2>&1 \
-  | tee "$OUT/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|SKIPPED|^E |passed|failed"
-log "GPU validation (at most ${VALID_S} s): $ONLY x $RUNS"
-timeout "$VALID_S" python3 benchmarks/gpu_validation.py --runs "$RUNS" --only "$ONLY" 2>&1 | tee "$OUT/gpu_validation.log"
+if [ "$TESTS_S" -gt 0 ]; then
+  log "GPU tests (at most ${TESTS_S} s)"
+  PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest tests/gpu -v --tb=short -rfE \
+    -p no:cacheprovider -p pytest_live_failures $PER_TEST ${TESTS:+-k "$TESTS"} 2>&1 | tee "$OUT/gpu_tests.log" \
+    | grep -vE "^(platform|cachedir|rootdir|plugins|hypothesis|collect)" | cut -c1-400
+fi
+if [ "$VALID_S" -gt 0 ]; then
+  log "GPU validation, a fresh process per evaluation (at most ${VALID_S} s): $ONLY x $RUNS"
+  timeout "$VALID_S" python3 benchmarks/gpu_validation.py --runs "$RUNS" --only "$ONLY" 2>&1 | tee "$OUT/gpu_validation.log"
+fi
+if [ "$POOL_S" -gt 0 ]; then
+  log "GPU validation, the warm pool (at most ${POOL_S} s): $ONLY x $RUNS"
+  timeout "$POOL_S" python3 benchmarks/gpu_validation.py --pool --runs "$RUNS" --only "$ONLY" 2>&1 \
+    | tee "$OUT/gpu_validation_pool.log"
+fi
 log done

@@ -15,7 +15,9 @@ Printed as Markdown for docs/benchmarks.md. Without a CUDA device every GPU line
 *unverified* and the script exits 0: the statistics and the table are exercised by
 tests/unit/bench/test_gpu_validation.py on any machine.
 
-Usage: ``python benchmarks/gpu_validation.py [--runs 5] [--only 07_softmax,10_matmul]``.
+Usage: ``python benchmarks/gpu_validation.py [--runs 5] [--only 07_softmax,10_matmul] [--pool]``;
+``--pool`` evaluates through the warm pool (`tritongym.evaluate_many`, one worker per GPU) instead
+of a fresh process per evaluation (`tritongym.evaluate`): the same verdicts, a trainer's throughput.
 """
 
 from __future__ import annotations
@@ -155,10 +157,21 @@ def _do_bench_ms(problem: Path, solution: Path) -> float:
         return float(triton.testing.do_bench(lambda: model(*inputs), return_mode="median"))
 
 
-def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
+def _evaluator(pool: bool):
+    """One evaluation on the GPU: a fresh process each (`evaluate`) or the warm pool's."""
     import tritongym
+
+    if not pool:
+        return lambda problem, solution: tritongym.evaluate(problem, solution, device="cuda")
+    options = tritongym.EvalOptions(device="cuda")
+    return lambda problem, solution: tritongym.evaluate_many(
+        [tritongym.EvalRequest(problem, solution, options)], workers=1)[0]
+
+
+def run(runs: int, only: set[str] | None, pool: bool = False) -> tuple[list[Row], float]:
     from tritongym.tasks.loaders import load_problem_file
 
+    evaluate = _evaluator(pool)
     rows: list[Row] = []
     evaluations = 0
     started = time.monotonic()
@@ -169,7 +182,7 @@ def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
             row.do_bench_ms = _do_bench_ms(problem_path, solution_path)
             problem = load_problem_file(problem_path)
             for _ in range(runs):
-                result = tritongym.evaluate(problem, solution_path, device="cuda")
+                result = evaluate(problem, solution_path)
                 evaluations += 1
                 if result.timing is not None:
                     row.tritongym_ms.append(result.timing.candidate_median_ms)
@@ -180,7 +193,7 @@ def run(runs: int, only: set[str] | None) -> tuple[list[Row], float]:
                 if result.coverage is not None:
                     row.coverage = result.coverage
             source = FALLBACK_TEMPLATE.replace("from problem_under_test import Model", problem.source)
-            fallback = tritongym.evaluate(problem, source, device="cuda")
+            fallback = evaluate(problem, source)
             evaluations += 1
             row.fallback_status, row.fallback_reward = str(fallback.status), fallback.reward
         except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
@@ -198,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="evaluations per problem (speedup CV)")
     parser.add_argument("--only", help="comma-separated problem names (e.g. 07_softmax,10_matmul)")
+    parser.add_argument("--pool", action="store_true", help="evaluate through the warm pool (evaluate_many)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     import torch
@@ -206,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = [Row(problem.stem) for problem, _ in _problems(only)]
         print(render(rows, None, unverified=True, device="this machine (CPU only)"))
         return 0
-    rows, per_hour = run(args.runs, only)
-    print(render(rows, per_hour, unverified=False, device=torch.cuda.get_device_name()))
+    rows, per_hour = run(args.runs, only, pool=args.pool)
+    device = torch.cuda.get_device_name() + (", warm pool" if args.pool else ", a fresh process per evaluation")
+    print(render(rows, per_hour, unverified=False, device=device))
     return 0
 
 
