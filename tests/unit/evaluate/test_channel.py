@@ -455,6 +455,25 @@ def test_from_fd_wraps_an_inherited_descriptor():
     channel.close()  # closing twice is harmless
 
 
+def test_a_worker_takes_inputs_larger_than_the_default_bound_from_its_parent():
+    # A GPU run: an 8192 x 8192 float32 input (256 MiB) crashed the candidate worker at its first
+    # trial, because the worker's end kept the 64 MiB bound meant for frames *from* a worker.
+    from tritongym.evaluator.common.channel import DEFAULT_MAX_MESSAGE_BYTES
+    from tritongym.evaluator.worker.startup import open_channel
+
+    left, right = socket.socketpair()
+    worker = open_channel(right.detach())
+    inputs = torch.arange((DEFAULT_MAX_MESSAGE_BYTES >> 2) + 1024, dtype=torch.float32)
+    try:
+        payload = roundtrip((Channel(left), worker), "call", {"inputs": [inputs]})
+        assert torch.equal(payload["inputs"][0], inputs)
+        # The parent's end keeps its bound on frames from a worker (test_oversize_message_...).
+        assert Channel(left).max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
+    finally:
+        worker.close()
+        left.close()
+
+
 # -- frames a compromised worker writes itself (red-team findings 2 and 5) ------------------------
 
 

@@ -157,8 +157,16 @@ def seed_everything(seed: int) -> None:
     numpy.random.seed(seed % (1 << 32))
 
 
+#: A worker's bound on one frame from the parent. The bound protects whoever reads a frame from the
+#: process that wrote it; the parent is trusted, and its frames carry the problem's inputs, which
+#: KernelBench sizes make hundreds of MiB to GiB (a 64 MiB bound made every large problem's first
+#: trial crash on a GPU: 8192 x 8192 float32 is 256 MiB).
+FROM_PARENT_MAX_BYTES = 1 << 40
+
+
 def open_channel(fd: int) -> Channel:
-    return Channel.from_fd(fd)
+    """The worker's end of its channel to the parent (inherited descriptor `fd`)."""
+    return Channel.from_fd(fd, max_message_bytes=FROM_PARENT_MAX_BYTES)
 
 
 def accept_hello(channel: Channel, who: str) -> dict[str, Any]:
