@@ -4,9 +4,9 @@ Each case is a small task and an honest solution in `idioms/` (written for these
 style the evaluator used to refuse or mis-run: Inductor-style kernels (``triton_helpers``,
 ``libdevice``/``tl_math`` aliases, ``triton_heuristics.grid``, ``welford_reduce``), a kernel
 Inductor itself writes at test time, ``inspect.signature`` as a version check, a forward that
-warns, bf16 ``tl.dot``, a block mask combined with a scalar condition by ``&``, an int4 split-K
-GEMM with fp16 atomics (input families used to flip its verdict), block pointers, and Triton
-kernels behind ``torch.library`` (``triton_op`` + ``wrap_triton``, ``custom_op``). Every case is
+warns, a profiler range around the launch, bf16 ``tl.dot``, a block mask combined with a scalar
+condition by ``&``, an int4 split-K GEMM with fp16 atomics (input families used to flip its
+verdict), block pointers, and Triton kernels behind ``torch.library`` (``triton_op`` + ``wrap_triton``, ``custom_op``). Every case is
 evaluated ``REPEATS`` times on a warm pool (fresh secret seeds each time) and must get the same
 verdict every time.
 
@@ -40,6 +40,7 @@ CASES = [
     ("inductor_style_welford", "var_mean_problem", "triton_helpers.welford_reduce and welford; rmask & xmask; grid"),
     ("inspect_signature_matmul", "matmul_problem", "inspect.signature(tl.dot) / (triton.autotune) as version checks"),
     ("warns_in_forward", "relu_problem", "warnings.warn during forward (the warning machinery reads the solution)"),
+    ("profiler_annotation_relu", "relu_problem", "torch.profiler.record_function around the launch (a GPU run)"),
     ("bf16_dot", "bf16_matmul_problem", "tl.dot on bf16 operands with an fp32 accumulator"),
     ("mask_and_scalar", "relu_problem", "a block mask & a scalar condition (row < n_rows) on a padded grid"),
     ("int4_gemm_splitk", "int4_gemm_problem", "int4 weights, per-group scales and zero points, split-K fp16 atomics"),

@@ -136,7 +136,8 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
     try:
         ref_ready = reference.request("time_start", {"warmup_ms": options.warmup_ms, "variants": variants},
                                       "time_ready", optional={"variants": (dict, type(None)), "method": str,
-                                                              "device_name": str, "dense_matmul_flops": _NUMBER})
+                                                              "device_name": str, "dense_matmul_flops": _NUMBER,
+                                                              "dispatch_ms": _NUMBER})
         failed = {name: why for name, why in (ref_ready.get("variants") or {}).items() if why}
         for name, why in failed.items():
             _add_notice(evaluation, NoticeCode.BASELINE_UNAVAILABLE,
@@ -146,7 +147,10 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
         variants = [v for v in variants if v not in failed]
         if options.baseline == "compile" and not variants:
             eager_timed = True
-        evaluation.expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}), "time_ready", phase)
+        cand_ready = evaluation.expect(candidate.request("time_start", {"warmup_ms": options.warmup_ms}),
+                                       "time_ready", phase)
+        if cuda:
+            ref_ready = _hold_both(evaluation, reference, candidate, ref_ready, cand_ready, phase)
         reps = options.timing_reps
         block_sizes = [reps // options.timing_blocks + (1 if b < reps % options.timing_blocks else 0)
                        for b in range(options.timing_blocks)]
@@ -209,6 +213,36 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
         raise CandidateFailed(Status.CRASHED, f"the candidate broke the timing protocol during {phase} "
                                               f"({reason}): {exc}") from exc
     _judge_timing(evaluation, reference, ref_ready, samples, charged)
+
+
+def shared_dispatch_ms(ref_ready: dict[str, Any], cand_ready: dict[str, Any]) -> float:
+    """The dispatch time both workers hold their streams for: the larger of the two reported.
+
+    The candidate's figure is a claim: one that is not a finite non-negative number counts as 0
+    (its own dispatch is then timed, at its cost). A claim that is too high holds both sides
+    longer (bounded by `timing.HOLD_MAX_MS` in the workers), which hides host time, not device
+    work: outputs computed on the host are the host-data budget's business, work left on other
+    streams is the tail's and the clean room's replay's.
+    """
+    def valid(value: Any) -> float:
+        return float(value) if _number(value) and value >= 0 else 0.0
+
+    return max(valid(ref_ready.get("dispatch_ms")), valid(cand_ready.get("dispatch_ms")))
+
+
+def _hold_both(evaluation: _Evaluation, reference: ReferenceRunner, candidate: WorkerHandle,
+               ref_ready: dict[str, Any], cand_ready: dict[str, Any], phase: str) -> dict[str, Any]:
+    """Hold both workers' streams after each flush for the same time (`timing.RepTimer.hide_dispatch`).
+
+    Equal holds: a worker whose dispatch outlasts the flush is not timed as host time, and the
+    parent's round-trip cross-check (`plausibility`) still compares device work with device work.
+    Returns the reference's ``time_ready`` with its timing method as held.
+    """
+    dispatch = shared_dispatch_ms(ref_ready, cand_ready)
+    held = reference.request("hold", {"dispatch_ms": dispatch}, "held",
+                             required={"hold_ms": _NUMBER}, optional={"method": str})
+    evaluation.expect(candidate.request("hold", {"dispatch_ms": dispatch}), "held", phase)
+    return {**ref_ready, "method": held.get("method", ref_ready.get("method", ""))}
 
 
 def _judge_timing(evaluation: _Evaluation, reference: ReferenceRunner, ref_ready: dict[str, Any],

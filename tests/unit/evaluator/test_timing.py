@@ -130,6 +130,16 @@ def test_a_slow_dispatch_is_timed_unless_the_stream_is_held_until_it_ends():
     assert timer.hide_dispatch(1e6) == timing.HOLD_MAX_MS
 
 
+def test_the_dispatch_time_is_the_host_time_of_untimed_calls_started_on_an_idle_device():
+    fake = FakeDevice(dispatch_ms=0.3)
+    timer = cuda_timer(fake)
+    host_clock = lambda: fake.host_ms / 1e3  # noqa: E731 - the fake's host timeline, in seconds
+    assert timer.dispatch_ms(fake.model(), lambda: [], calls=3, _perf_counter=host_clock) == pytest.approx(0.3)
+    # Each call starts after a device-wide synchronize and is waited for only after its clock stops.
+    assert fake.calls == ["synchronize", "call", "synchronize"] * 3
+    assert RepTimer(torch.device("cpu")).dispatch_ms(fake.model(), lambda: []) == 0.0
+
+
 def test_the_hold_is_sized_at_the_fastest_clock_seen():
     # A GPU that boosts after the calibration would run the same cycles in less time: the cycles per
     # ms are the largest of the three readings, so the hold is never shorter than asked.
@@ -282,6 +292,25 @@ def test_reference_variants_are_built_on_request_and_a_failing_one_is_reported(r
     assert ready["variants"]["unknown"] == "not available in this worker"
     session.handle("rep", {"seed": 3, "variant": "compile"})
     assert channel.sent[-1][0] == "rep_done"
+
+
+def test_a_worker_reports_its_dispatch_and_holds_its_stream_for_what_the_parent_sends(recorded_sends):
+    fake = FakeDevice(dispatch_ms=0.5)
+    session, channel = _session(fake, variants={"compile": lambda: fake.model()})
+    session.handle("time_start", {"warmup_ms": 0.0, "variants": ["compile"]})
+    kind, ready = channel.sent[-1]
+    assert kind == "time_ready" and ready["dispatch_ms"] >= 0.0
+    session.handle("rep", {"seed": 1})
+    unheld = channel.sent[-1][1]["ms"]
+    assert unheld == pytest.approx(0.5 - 0.1 + 0.02)  # dispatch beyond the 0.1 ms flush is timed
+    session.handle("hold", {"dispatch_ms": 0.5})
+    kind, held = channel.sent[-1]
+    assert kind == "held" and held["hold_ms"] == pytest.approx(timing.HOLD_FACTOR * 0.5)
+    assert "held" in held["method"]
+    fake.calls.clear()
+    session.handle("rep", {"seed": 2, "variant": "compile"})
+    assert fake.calls[:2] == ["flush", "hold"]
+    assert channel.sent[-1][1]["ms"] == pytest.approx(0.02)  # the call's device work only
 
 
 def test_worker_common_seeds_numpy_only_through_its_global_generator():

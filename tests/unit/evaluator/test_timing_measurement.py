@@ -46,12 +46,14 @@ class ScriptedCandidate:
     replies: dict[str, Any]
     process: Process = field(default_factory=Process)
     requests: list[str] = field(default_factory=list)
+    payloads: dict[str, Any] = field(default_factory=dict)
 
     def request(self, kind: str, payload: Any = None) -> Message:
         self.requests.append(kind)
+        self.payloads[kind] = payload
         reply = self.replies[kind]
         reply = reply(payload) if callable(reply) else reply
-        answer = {"time_start": "time_ready", "rep": "rep_done", "drop": "dropped", "keep": "output",
+        answer = {"time_start": "time_ready", "hold": "held", "rep": "rep_done", "drop": "dropped", "keep": "output",
                   "observe": "observed", "profile": "profiled"}[kind]
         return Message(answer, reply)
 
@@ -63,6 +65,8 @@ class ScriptedReference:
     flops_per_s: float = 0.0
     fp32_note: str | None = None
     variants: dict[str, Any] = field(default_factory=dict)
+    dispatch_ms: float = 0.02
+    held: list[float] = field(default_factory=list)
 
     def request(self, kind: str, payload: Any, expect: str, required: Any = None,
                 optional: Any = None) -> dict[str, Any]:
@@ -71,7 +75,10 @@ class ScriptedReference:
     def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
         if kind == "time_start":
             return {"method": "scripted", "device_name": "fake", "variants": self.variants,
-                    "dense_matmul_flops": self.flops}
+                    "dense_matmul_flops": self.flops, "dispatch_ms": self.dispatch_ms}
+        if kind == "hold":
+            self.held.append(payload["dispatch_ms"])
+            return {"hold_ms": 2 * payload["dispatch_ms"], "method": "scripted, held"}
         if kind == "rep":
             return {"ms": self.ms * (0.5 if payload.get("variant") == "compile" else 1.0), "host_ms": self.ms}
         if kind == "drop":
@@ -87,7 +94,7 @@ def evaluation(device: str = "cpu", **options: Any) -> _Evaluation:
 
 
 def honest_candidate(ms: float = 1.0, **extra: Any) -> ScriptedCandidate:
-    return ScriptedCandidate({"time_start": {}, "rep": {"ms": ms, "host_ms": ms, "tail_ms": 0.0, "charged": False},
+    return ScriptedCandidate({"time_start": {}, "hold": {}, "rep": {"ms": ms, "host_ms": ms, "tail_ms": 0.0, "charged": False},
                               "drop": {}, "observe": {"threads_before": 1, "threads_after": 1, "tampered": [],
                                                       "refused": []}, **extra})
 
@@ -102,6 +109,31 @@ def test_honest_timing_builds_the_report_and_observes_after_every_rep():
     assert run.timing is not None and run.timing.candidate_reps == 6 and run.timing.baseline == "eager"
     # observe follows every rep's drop, outside the round trip the parent times
     assert candidate.requests[1:4] == ["rep", "drop", "observe"]
+
+
+def test_on_a_gpu_both_workers_hold_for_the_larger_dispatch():
+    run = evaluation(device="cuda")
+    reference = ScriptedReference(dispatch_ms=0.02)
+    candidate = honest_candidate(time_start={"dispatch_ms": 0.15})
+    measurement.run_timing(run, reference, candidate)
+    assert reference.held == [0.15] and candidate.payloads["hold"] == {"dispatch_ms": 0.15}
+    # Held before the first timed call, and the report names the held method.
+    assert candidate.requests.index("hold") < candidate.requests.index("rep")
+    assert run.timing.method == "scripted, held"
+
+
+@pytest.mark.parametrize("claim", [-1.0, math.nan, math.inf, "9", True, None])
+def test_a_candidates_unusable_dispatch_claim_counts_as_zero(claim):
+    assert measurement.shared_dispatch_ms({"dispatch_ms": 0.02}, {"dispatch_ms": claim}) == 0.02
+    assert measurement.shared_dispatch_ms({}, {"dispatch_ms": 0.3}) == 0.3
+
+
+def test_on_a_cpu_nothing_is_held():
+    run = evaluation()
+    reference = ScriptedReference()
+    candidate = honest_candidate()
+    measurement.run_timing(run, reference, candidate)
+    assert "hold" not in candidate.requests and reference.held == []
 
 
 @pytest.mark.parametrize("bad", [-1.0, 0.0, math.nan, math.inf, "1.0", True, None])

@@ -104,6 +104,13 @@ _FLOPS = MappingProxyType(_flop_registry())
 #: Namespaces of torch's own operators; any other namespace is a custom op (`torch.library`).
 BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim", "_c10d_functional", "c10d"})
 
+#: Namespaces of annotation ops. ``torch.profiler.record_function`` opens and closes a profiler
+#: range with ``profiler::_record_function_enter_new`` and ``_record_function_exit``: they touch no
+#: tensor, so the clean room has nothing to replay, and the handle they pass (a ScriptObject)
+#: cannot travel to it. Run and counted, never logged (honest instrumented code was refused as
+#: unreplayable: found on an H200). Annotation spans are not kernel time (`coverage`).
+ANNOTATION_NAMESPACES = frozenset({"profiler"})
+
 #: Ops that move a whole tensor between devices (a device-to-host copy exposes its values).
 _TRANSFER_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::copy"})
 
@@ -299,7 +306,10 @@ class OpTrace(TorchDispatchMode):
         kwargs = kwargs or {}
         name = op_name(func)
         self.seen += 1
-        if getattr(func, "namespace", "aten") not in BUILTIN_NAMESPACES:
+        namespace = getattr(func, "namespace", "aten")
+        if namespace in ANNOTATION_NAMESPACES:
+            return func(*args, **kwargs)
+        if namespace not in BUILTIN_NAMESPACES:
             implementation = custom_op_function(func)
             if implementation is not None:
                 # A custom op (`torch.library.custom_op`, `triton_op`): what runs inside it is

@@ -12,9 +12,14 @@ clocks and temperature hits both sides alike. One repetition:
    buffer of at least twice the L2 size, 256 MiB minimum), the start event, the call, the end
    event. The flush keeps the GPU busy while the host dispatches the call, so the span measures
    the GPU's work, not Python and Triton's dispatch (a synchronize after the flush would leave
-   the GPU idle and put ~10 µs of dispatch per launch into every span). The clean room's timed
-   replay, whose Python dispatch is longer than any flush, also holds the stream after the flush
-   for twice its measured dispatch (`RepTimer.hide_dispatch`); the workers' own timing does not;
+   the GPU idle and put ~10 µs of dispatch per launch into every span). A dispatch longer than
+   the flush would still be timed (on an H200 a Triton launch took ~0.07 ms of host time and the
+   candidate worker's forward ~0.15 ms, against ~0.06 ms of flush: an honest 5 µs kernel read
+   0.10 ms), so the stream is also held after the flush for twice the host's dispatch time
+   (`RepTimer.hide_dispatch`, ``torch.cuda._sleep``). Reference and candidate workers measure
+   their dispatch at ``time_start`` (`RepTimer.dispatch_ms`) and the parent holds **both** for
+   the larger of the two (``hold``): equal holds keep the parent's round-trip cross-check a
+   difference of device times. The clean room's timed replay holds for its own dispatch;
 3. the side-stream guard: a **device-wide** ``torch.cuda.synchronize()`` (work hidden on other
    streams is waited for), then a third event. The gap from the end event to it (the tail) is
    only the host's wake-up latency for honest work; when it exceeds a bound calibrated at start
@@ -61,6 +66,8 @@ TAIL_BOUND_FACTOR = 4.0
 HOLD_FACTOR = 2.0
 HOLD_MIN_MS = 0.05
 HOLD_MAX_MS = 50.0
+#: Untimed calls whose median host time is a worker's dispatch time (`RepTimer.dispatch_ms`).
+DISPATCH_CALLS = 5
 #: Cycles of the calibration hold (`torch.cuda._sleep`): ~1 ms on a 1–2 GHz GPU.
 HOLD_CALIBRATION_CYCLES = 1_000_000
 
@@ -202,10 +209,10 @@ class RepTimer:
     def hide_dispatch(self, dispatch_ms: float) -> float:
         """Hold the stream after each flush for longer than `dispatch_ms`; returns the hold (ms).
 
-        The flush hides only as much dispatch as it lasts itself (zeroing 256 MiB: well under 0.1 ms on
-        an H200). A call whose dispatch takes longer (the
-        clean room's replay decodes its log in Python between launches: 0.14 ms for one 5 µs
-        kernel, measured on an H200) would be timed as host time; behind the hold, the span is the
+        The flush hides only as much dispatch as it lasts itself (zeroing 256 MiB: ~0.06 ms on an
+        H200). A call whose dispatch takes longer (a Triton launch, ~0.07 ms of host time on the
+        H200 we measured; the clean room's replay decodes its log in Python between launches, 0.14
+        ms for one 5 µs kernel) would be timed as host time; behind the hold, the span is the
         device's work on the call. No-op (0) on a CPU or where torch has no ``cuda._sleep``.
         """
         clock = self.clock
@@ -224,6 +231,23 @@ class RepTimer:
         hold_ms = min(HOLD_MAX_MS, max(HOLD_MIN_MS, HOLD_FACTOR * dispatch_ms))
         self.hold_cycles = max(1, int(per_ms * hold_ms))
         return hold_ms
+
+    def dispatch_ms(self, fn: Any, make_inputs: Any, calls: int = DISPATCH_CALLS,
+                    _perf_counter: Any = _perf_counter, _no_grad: Any = _no_grad) -> float:
+        """The host's time to dispatch ``fn(*inputs)``: the median over `calls` untimed calls, each
+        started on an idle device and not waited for (0 on a CPU, where nothing is held)."""
+        if not self.cuda or self.clock is None:
+            return 0.0
+        samples = []
+        for _ in range(calls):
+            inputs = make_inputs()
+            self.clock.synchronize()
+            started = _perf_counter()
+            with _no_grad():
+                fn(*inputs)
+            samples.append((_perf_counter() - started) * 1e3)
+            self.clock.synchronize()
+        return statistics.median(samples)
 
     def warm_up(self, fn: Any, make_inputs: Any, budget_ms: float, min_calls: int = 3) -> int:
         """Call `fn` on throwaway inputs for at least `budget_ms` and `min_calls` calls."""
@@ -289,9 +313,11 @@ class TimingSession:
     """The timing requests a worker serves (shared by the reference and candidate workers).
 
     Requests: ``time_start {warmup_ms, variants?}`` → ``time_ready {method, device_name,
-    warmup_calls, tail_bound_ms, variants, ...extra}``; ``rep {seed, variant?}`` → ``rep_done {ms,
-    host_ms, tail_ms, charged}``; ``keep`` → ``output {outputs}``; ``drop`` → ``dropped``;
-    ``observe`` → ``observed {threads_before, threads_after, tampered, refused}`` (the candidate's
+    warmup_calls, tail_bound_ms, dispatch_ms, variants, ...extra}``; ``hold {dispatch_ms}`` →
+    ``held {hold_ms, method}`` (the stream held after each flush, `RepTimer.hide_dispatch`);
+    ``rep {seed, variant?}`` → ``rep_done {ms, host_ms, tail_ms, charged}``; ``keep`` → ``output
+    {outputs}``; ``drop`` → ``dropped``; ``observe`` → ``observed {threads_before, threads_after,
+    tampered, refused}`` (the candidate's
     evidence since the previous observation; empty for the reference); ``bandwidth`` →
     ``bandwidth {bytes_per_s, flops_per_s}`` (0 on a CPU; the parent asks only the reference
     worker). Warm-up inputs come from seeds drawn here: they are never checked.
@@ -346,13 +372,18 @@ class TimingSession:
                     reply["variants"][str(name)] = f"{type(exc).__name__}: {str(exc)[:500]}"
             calls = self.timer.warm_up(self.model, self._make_inputs, float(payload["warmup_ms"]))
             self.timer.calibrate()
+            dispatch = max(self.timer.dispatch_ms(model, self._make_inputs) for model in self.models.values())
             name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
             reply.update(method=self.timer.method, device_name=name, warmup_calls=calls,
-                         tail_bound_ms=self.timer.tail_bound_ms)
+                         tail_bound_ms=self.timer.tail_bound_ms, dispatch_ms=dispatch)
             if self.extra_ready is not None:
                 reply.update(self.extra_ready())
             self.threads_before = self._threads()
             _send(self.channel, "time_ready", reply)
+        elif kind == "hold":
+            # The parent's choice for both workers: the larger of their dispatch times.
+            hold_ms = self.timer.hide_dispatch(float(payload["dispatch_ms"]))
+            _send(self.channel, "held", {"hold_ms": hold_ms, "method": self.timer.method})
         elif kind == "rep":
             model = self.models[str(payload.get("variant", "eager"))]
             inputs = timing_inputs(self.module, int(payload["seed"]), self.device)
