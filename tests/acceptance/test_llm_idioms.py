@@ -6,9 +6,9 @@ style the evaluator used to refuse or mis-run: Inductor-style kernels (``triton_
 Inductor itself writes at test time, ``inspect.signature`` as a version check, a forward that
 warns, a profiler range around the launch, bf16 ``tl.dot``, a block mask combined with a scalar
 condition by ``&``, an int4 split-K GEMM with fp16 atomics (input families used to flip its
-verdict), block pointers, and Triton kernels behind ``torch.library`` (``triton_op`` + ``wrap_triton``, ``custom_op``). Every case is
-evaluated ``REPEATS`` times on a warm pool (fresh secret seeds each time) and must get the same
-verdict every time.
+verdict), block pointers, and Triton kernels behind ``torch.library`` (``triton_op`` +
+``wrap_triton``, ``custom_op``). Every case is evaluated ``REPEATS`` times on a warm pool (fresh
+secret seeds each time) and must get the same verdict every time.
 
 A second group pins what an honest *mistake* reads like: a ReLU submitted for LeakyReLU(0.01) is
 ``incorrect`` with where and by how much, and no hint names a construct the code does not use.
