@@ -197,7 +197,7 @@ def run(runs: int, only: set[str] | None, pool: bool = False) -> tuple[list[Row]
             evaluations += 1
             row.fallback_status, row.fallback_reward = str(fallback.status), fallback.reward
         except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
-            row.error = f"{type(exc).__name__}: {str(exc)[:120]}"
+            row.error = f"{type(exc).__name__}: {str(exc)[:400]}"
         # One line per problem as it finishes: a run cut short by a time limit keeps what it measured.
         print(f"[{time.monotonic() - started:.0f} s] {row.problem}: do_bench {row.do_bench_ms} ms, "
               f"charged {row.tritongym_ms}, replay {row.replay_ms}, speedups {row.speedups}, "

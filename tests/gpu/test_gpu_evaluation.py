@@ -132,10 +132,12 @@ def test_side_stream_work_is_inside_the_measured_time(tmp_path):
                                 timing_reps=9, timing_blocks=3)
     honest = tritongym.evaluate(problem, solution("07_softmax"), device="cuda", timing_reps=9, timing_blocks=3)
     assert sneaky.status == Status.OK and honest.status == Status.OK
-    # 50 launches on a side stream cannot look faster than 1 launch: the device-wide synchronize
-    # after the end event waits for them, and the tail is charged.
-    assert sneaky.timing.candidate_median_ms > honest.timing.candidate_median_ms
-    assert sneaky.timing.charged_reps > sneaky.timing.candidate_reps // 2
+    # 50 launches on a side stream cannot look faster than 1 launch. Dispatched while the main
+    # stream is held they may finish before its start event (on the H200 they did); the clean
+    # room replays all 50 and the charged time is never below its replay.
+    assert sneaky.timing.replay_median_ms > 10 * honest.timing.replay_median_ms
+    assert sneaky.timing.candidate_median_ms >= sneaky.timing.replay_median_ms
+    assert sneaky.timing.candidate_median_ms > 5 * honest.timing.candidate_median_ms
     assert honest.timing.charged_reps < honest.timing.candidate_reps // 2
 
 

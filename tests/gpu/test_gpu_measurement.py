@@ -133,10 +133,26 @@ def _load(path: Path, name: str):
     return module
 
 
+def _graph_median_ms(problem_path: Path, solution_path: Path, init: list) -> float:
+    """The call's device time with no dispatch at all: a CUDA graph replayed (warm L2: a lower bound)."""
+    import triton.testing
+
+    problem = _load(problem_path, "graph_problem")
+    candidate = _load(solution_path, "graph_solution")
+    model = candidate.ModelNew(*init).cuda()
+    torch.manual_seed(0)
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in problem.get_inputs()]
+    with torch.no_grad():
+        return float(triton.testing.do_bench_cudagraph(lambda: model(*inputs), return_mode="median"))
+
+
 @pytest.mark.parametrize("size", ["tiny", "large"])
 def test_the_candidates_time_is_within_ten_percent_of_do_bench(tmp_path, size):
     # With a synchronize between the flush and the start event, a few-µs kernel read as its
-    # dispatch (~10 µs per launch) and honest Triton looked slower than it is.
+    # dispatch (~10 µs per launch) and honest Triton looked slower than it is. A tiny kernel's
+    # do_bench figure itself holds part of its dispatch (0.013 ms for ~0.005 ms of work on an
+    # H200): there tritongym's figure, held past the dispatch, lies between a CUDA graph's replay
+    # (no dispatch, warm L2) and do_bench; a large one's is do_bench's within 10 %.
     if size == "tiny":
         problem_path = write(tmp_path, "problem.py", SUITE["01_scaled_add"].source)
         solution_path = solution("01_scaled_add")
@@ -149,8 +165,12 @@ def test_the_candidates_time_is_within_ten_percent_of_do_bench(tmp_path, size):
                                 timing_blocks=3, profile_calls=0)
     assert result.status == Status.OK, (result.error, result.violations)
     reference = _do_bench_median_ms(problem_path, solution_path, init)
-    assert result.timing.candidate_median_ms == pytest.approx(reference, rel=0.10), (
-        result.timing.candidate_median_ms, reference)
+    measured = result.timing.candidate_median_ms
+    if size == "large":
+        assert measured == pytest.approx(reference, rel=0.10), (measured, reference)
+    else:
+        graph = _graph_median_ms(problem_path, solution_path, init)
+        assert 0.9 * graph <= measured <= 1.10 * reference, (graph, measured, reference)
 
 
 # -- side streams ---------------------------------------------------------------------------------
@@ -163,26 +183,37 @@ import triton.language as tl
 
 
 @triton.jit
-def slow_copy_kernel(x_ptr, y_ptr, n, ROUNDS: tl.constexpr, BLOCK: tl.constexpr):
+def leaky_relu_kernel(x_ptr, y_ptr, n, slope, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
-    acc = x
+    tl.store(y_ptr + offs, tl.where(x > 0, x, slope * x), mask=mask)
+
+
+@triton.jit
+def slow_kernel(x_ptr, scratch_ptr, n, ROUNDS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.load(x_ptr + offs, mask=mask)
     for _ in range(ROUNDS):          # long on the device, one cheap launch on the host
-        acc = acc * 1.0000001 + 0.0
-    tl.store(y_ptr + offs, acc * 0.0 + x * 0.0 + tl.where(x > 0, x, 0.01 * x), mask=mask)
+        acc = acc * 1.0000001 + 1e-7
+    tl.store(scratch_ptr + offs, acc, mask=mask)
 
 
 class ModelNew(nn.Module):
     def __init__(self, negative_slope):
         super().__init__()
+        self.negative_slope = negative_slope
         self.stream = torch.cuda.Stream()
 
     def forward(self, x):
+        # The answer on the current stream; milliseconds of unneeded work left running on another.
         y = torch.empty_like(x)
+        leaky_relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), self.negative_slope, BLOCK=1024)
+        scratch = torch.empty_like(x)
         self.stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.stream):
-            slow_copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), ROUNDS=200000, BLOCK=1024)
+            slow_kernel[(triton.cdiv(x.numel(), 1024),)](x, scratch, x.numel(), ROUNDS=200000, BLOCK=1024)
         return y
 '''
 
@@ -258,10 +289,12 @@ import triton.language as tl
 def endless_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
-    i = tl.program_id(0)
-    while i >= 0:
-        i = i + 1 - 1
-    tl.store(y_ptr + offs, x, mask=offs < n)
+    spins = 0
+    # Volatile loads are re-read on every iteration, so the compiler can neither hoist them nor
+    # drop the loop (the first version, `while i >= 0: i = i + 1 - 1`, was compiled away on an H200).
+    while tl.load(x_ptr, volatile=True) == tl.load(x_ptr, volatile=True):
+        spins += 1
+    tl.store(y_ptr + offs, x + spins, mask=offs < n)
 
 
 class ModelNew(nn.Module):

@@ -218,10 +218,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     from tritongym.evaluator.jail.sandbox import bwrap_problem
 
     problem = bwrap_problem()
-    from tritongym.execution.forkserver import forkserver_problem
+    from tritongym.execution.forkserver import jailed_forkserver_problem
     from tritongym.execution.pool import default_workers
 
-    forkserver = problem or forkserver_problem()
+    # The pool's default device: the GPU where there is one.
+    forkserver = problem or jailed_forkserver_problem("cuda" if torch.cuda.is_available() else "cpu")
     info = {
         "tritongym": __version__,
         "python": platform.python_version(),

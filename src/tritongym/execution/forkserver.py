@@ -131,6 +131,21 @@ def forkserver_problem() -> str | None:
     return None
 
 
+#: Why a jailed fork server is not used on a GPU (`jailed_forkserver_problem`).
+GPU_FORK_PROBLEM = (
+    "a jailed fork server's children could not initialise CUDA on the one GPU tried (an H200, "
+    "2026-11-26: the GPU probe failed with an unexpected error from cudaGetDeviceCount; each child's "
+    "own PID namespace sees the server's /proc, and CUDA fails without a /proc of its own); fresh "
+    "jailed workers are used on GPUs")
+
+
+def jailed_forkserver_problem(device: str) -> str | None:
+    """`forkserver_problem`, and None only where a jailed fork server's children work on `device`."""
+    if device == "cuda" or device.startswith("cuda:"):
+        return GPU_FORK_PROBLEM
+    return forkserver_problem()
+
+
 class ForkedWorker:
     """The parent's handle on one forked candidate (`WorkerProcess`'s methods)."""
 

@@ -128,9 +128,9 @@ class _Slot:
         if self.pool.launcher_kind == "spawn" or mode != "bwrap":
             launcher = _TrackedSpawn()
         else:
-            from tritongym.execution.forkserver import ForkServerLauncher, forkserver_problem
+            from tritongym.execution.forkserver import ForkServerLauncher, jailed_forkserver_problem
 
-            problem = forkserver_problem()
+            problem = jailed_forkserver_problem(device)
             if problem is not None and self.pool.launcher_kind == "forkserver":
                 raise EvaluatorError(f"the fork server cannot run here: {problem}")
             launcher = _TrackedSpawn() if problem is not None else ForkServerLauncher(
@@ -253,8 +253,9 @@ class LocalPool:
         workers: concurrent evaluations (default: one per visible GPU, else the core count).
         queue_size: jobs that may wait for a slot; `submit` blocks (or raises `QueueFull` with
             ``block=False``) beyond it. Default: 64 per slot.
-        launcher: ``auto`` (a fork server per slot where the sandbox is bwrap, else fresh
-            processes), ``forkserver`` (required), or ``spawn`` (always fresh processes).
+        launcher: ``auto`` (a fork server per slot where the sandbox is bwrap and the device a
+            CPU, else fresh processes: `forkserver.jailed_forkserver_problem`), ``forkserver``
+            (required), or ``spawn`` (always fresh processes).
         reference_cache: idle warm reference workers kept (0: none, every evaluation starts one).
         device: used only for the default number of workers.
         threads: torch CPU threads of each slot's workers (default: cores // workers, at least 1).

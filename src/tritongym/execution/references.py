@@ -150,11 +150,11 @@ class WarmReferences:
                 server.close()
                 server = None
             if server is None:
-                from tritongym.execution.forkserver import ForkServerLauncher, forkserver_problem
+                from tritongym.execution.forkserver import ForkServerLauncher, jailed_forkserver_problem
 
                 try:
-                    if jailed and forkserver_problem() is not None:
-                        raise RuntimeError(forkserver_problem())
+                    if jailed and jailed_forkserver_problem(device) is not None:
+                        raise RuntimeError(jailed_forkserver_problem(device))
                     server = (ForkServerLauncher(device, threads=self.threads, roles=("reference",),
                                                  cgroup_caps=(JAILED_SERVER_PIDS, self.jail_memory_bytes))
                               if jailed else ForkServerLauncher(device, threads=self.threads, trusted=True))

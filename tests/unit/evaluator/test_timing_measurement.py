@@ -94,7 +94,8 @@ def evaluation(device: str = "cpu", **options: Any) -> _Evaluation:
 
 
 def honest_candidate(ms: float = 1.0, **extra: Any) -> ScriptedCandidate:
-    return ScriptedCandidate({"time_start": {}, "hold": {}, "rep": {"ms": ms, "host_ms": ms, "tail_ms": 0.0, "charged": False},
+    return ScriptedCandidate({"time_start": {}, "hold": {},
+                              "rep": {"ms": ms, "host_ms": ms, "tail_ms": 0.0, "charged": False},
                               "drop": {}, "observe": {"threads_before": 1, "threads_after": 1, "tampered": [],
                                                       "refused": []}, **extra})
 
