@@ -133,10 +133,10 @@ def forkserver_problem() -> str | None:
 
 #: Why a jailed fork server is not used on a GPU (`jailed_forkserver_problem`).
 GPU_FORK_PROBLEM = (
-    "a jailed fork server's children could not initialise CUDA on the one GPU tried (an H200, "
-    "2026-11-26: the GPU probe failed with an unexpected error from cudaGetDeviceCount; each child's "
-    "own PID namespace sees the server's /proc, and CUDA fails without a /proc of its own); fresh "
-    "jailed workers are used on GPUs")
+    "a jailed fork server's children could not use the GPU on the one machine tried (an H200, "
+    "2026-11-26: the GPU probe failed with torch's 'Unexpected error from cudaGetDeviceCount' before "
+    "any candidate code ran; the cause is not found yet), so GPUs get fresh jailed workers, which ran "
+    "there")
 
 
 def jailed_forkserver_problem(device: str) -> str | None:
