@@ -37,7 +37,7 @@ from tritongym.errors import EvaluatorError, OptionsError, SolutionError, Triton
 from tritongym.evaluator import checks, measurement, replays, trivial
 from tritongym.evaluator.common.channel import MAX_EXTERNAL_BYTES, Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.common.families import FAMILY_TASK
-from tritongym.evaluator.compare import compare_outputs
+from tritongym.evaluator.compare import compare_outputs, shared_float64
 from tritongym.evaluator.interpreter_gaps import interpreter_gaps
 from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
@@ -524,6 +524,11 @@ class _Evaluation:
                                          f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
     def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
+        # One float64 copy per tensor for all the checks of this trial's outputs (`shared_float64`).
+        with shared_float64():
+            self._record_call(index, trial, reply)
+
+    def _record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         outputs = reply.get("outputs")
         comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)

@@ -44,7 +44,7 @@ import torch
 
 from tritongym import pyparse
 from tritongym.evaluator.common.families import FAMILY_TASK
-from tritongym.evaluator.compare import Comparison
+from tritongym.evaluator.compare import Comparison, float64_flat
 from tritongym.evaluator.result import Violation, ViolationCode
 
 if TYPE_CHECKING:
@@ -85,19 +85,27 @@ def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> 
     for y, e in zip(predicted, expected, strict=True):
         if y.shape != e.shape:  # never broadcast one against the other
             raise ValueError(f"relative_l2 needs equal shapes, got {tuple(y.shape)} and {tuple(e.shape)}")
-        e64 = e.detach().reshape(-1).to(torch.float64)
-        y64 = y.detach().reshape(-1).to(torch.float64)
-        finite = torch.isfinite(e64) & torch.isfinite(y64)
-        if bool(finite.all()):  # the common case: dot products, no masked copies (4x faster)
+        (e64, e_finite), (y64, y_finite) = float64_flat(e), float64_flat(y)
+        if e_finite and y_finite:  # the common case: dot products, no masked copies (4x faster)
             diff = y64 - e64
             num += float(torch.dot(diff, diff))
             den += float(torch.dot(e64, e64))
             continue
+        finite = torch.isfinite(e64) & torch.isfinite(y64)
         num += float(((y64 - e64)[finite] ** 2).sum())
         den += float((e64[finite] ** 2).sum())
     if den == 0.0:
         return 0.0 if num == 0.0 else float("inf")
     return (num / den) ** 0.5
+
+
+def _zeros_error(expected: list[torch.Tensor]) -> float:
+    """`relative_l2` of all-zero outputs: 1 when any finite element is non-zero, else 0."""
+    for e in expected:
+        e64, finite = float64_flat(e)
+        if bool((e64 != 0).any() if finite else (e64[torch.isfinite(e64)] != 0).any()):
+            return 1.0
+    return 0.0
 
 
 class TrivialBaselines:
@@ -158,7 +166,8 @@ def trivial_match(expected: Any, actual: Any, inputs: list[Any], previous_mean: 
         return None  # a structure or shape mismatch is the comparison's verdict
     candidate_error = relative_l2(actual_leaves, expected_leaves)
     for name, prediction in trivial_predictions(expected_leaves, inputs, previous_mean).items():
-        trivial_error = relative_l2(prediction, expected_leaves)
+        # All zeros is 1 exactly (or 0 for an all-zero output): no need to subtract a zero tensor.
+        trivial_error = _zeros_error(expected_leaves) if name == "zeros" else relative_l2(prediction, expected_leaves)
         if trivial_error == 0.0:
             continue  # the predictor is exact: the outputs carry no information to test against
         if candidate_error > margin * trivial_error:

@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions, Tolerance
@@ -181,7 +183,7 @@ def test_zero_expected_uses_atol_alone():
     assert not compare_outputs(torch.tensor([0.0]), torch.tensor([0.126]), rule).passed
 
 
-def test_default_tolerance_is_one_percent_both_ways():
+def test_DEFAULT_is_one_percent_both_ways():
     expected = torch.tensor([100.0, 0.0], dtype=torch.float64)
     assert compare_outputs(
         expected, expected + torch.tensor([1.0, 0.01], dtype=torch.float64), DEFAULT
@@ -319,3 +321,39 @@ def test_the_message_names_a_few_worst_positions_without_values():
     single = expected.clone()
     single[0, 1] = 1.0
     assert "worst at" not in compare_outputs(expected, single, EvalOptions().tolerance_for).message
+
+
+# -- one float64 copy per tensor (shared_float64) ----------------------------------------------------
+
+def test_within_shared_float64_each_tensor_is_converted_once():
+    from tritongym.evaluator.compare import float64_flat, shared_float64
+
+    x = torch.tensor([[1.0, float("inf")], [2.0, 3.0]])
+    first, finite = float64_flat(x)
+    assert first.dtype == torch.float64 and first.shape == (4,) and not finite
+    assert float64_flat(x)[0] is not first  # outside the block: a fresh copy each time
+    with shared_float64():
+        inside = float64_flat(x)[0]
+        assert float64_flat(x)[0] is inside
+        assert float64_flat(x.clone())[0] is not inside  # another tensor, another copy
+    assert float64_flat(x)[0] is not inside
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, -1.0, 1e-3, 5e-3, 2.0, 1e30, float("nan"), float("inf"), -float("inf")]),
+                min_size=1, max_size=12),
+       st.lists(st.sampled_from([0.0, 1e-3, -5e-3, 0.02, 1.0, float("nan"), float("inf")]), min_size=12, max_size=12))
+def test_the_all_finite_fast_path_gives_the_verdict_of_the_masked_path(expected, noise):
+    # The comparison skips its NaN/Inf masks when both sides are finite; on finite data the same
+    # figures must come out as with the masks (a tensor with one non-finite element takes them).
+    from tritongym.evaluator.compare import shared_float64
+
+    exp = torch.tensor(expected, dtype=torch.float32)
+    act = exp + torch.tensor(noise[:len(expected)], dtype=torch.float32)
+    fast = compare_outputs(exp, act, DEFAULT)
+    with shared_float64():
+        assert compare_outputs(exp, act, DEFAULT) == fast
+    masked = compare_outputs(torch.cat([exp, torch.tensor([float("nan")])]),
+                             torch.cat([act, torch.tensor([float("nan")])]), DEFAULT)
+    assert masked.passed == fast.passed
+    assert masked.max_abs_error == fast.max_abs_error and masked.max_rel_error == fast.max_rel_error

@@ -455,3 +455,12 @@ def test_disabled_checks_and_the_precision_policy_decide_nothing_on_family_trial
     no_truth = trivial.review_family_trial(_passed(), _trial("negated", [x], _leaky(x), None), torch.relu(x),
                                            EvalOptions())
     assert not no_truth.passed and "against the float32 reference" in no_truth.message
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.0], [0.0, 1e-30], [float("nan"), 0.0], [float("inf"), 2.0],
+                                    [float("nan"), float("-inf")], [-3.0, 4.0], [1e-40, 0.0]])
+def test_the_all_zeros_predictor_is_scored_without_subtracting_zeros(values):
+    # trivial_match scores "zeros" as 1 (or 0 for an all-zero output) instead of computing it: the
+    # same figure relative_l2 gives, finite elements only.
+    expected = [torch.tensor(values, dtype=torch.float32), torch.tensor([0.0])]
+    assert trivial._zeros_error(expected) == trivial.relative_l2([torch.zeros_like(e) for e in expected], expected)
