@@ -48,7 +48,10 @@ def float64_flat(tensor: torch.Tensor) -> tuple[torch.Tensor, bool]:
     if hit is not None and hit[0] is tensor:
         return hit[1], hit[2]
     flat = tensor.detach().reshape(-1).to(torch.float64)
-    finite = bool(torch.isfinite(flat).all())
+    # A NaN or ±Inf makes the sum non-finite; a finite sum proves every element finite. (A sum that
+    # overflows reads "not finite": the callers then take their masked, exact path.) 6x faster
+    # than isfinite(flat).all() on 16M elements.
+    finite = bool(torch.isfinite(flat.sum()))
     if cache is not None:
         cache[id(tensor)] = (tensor, flat, finite)
     return flat, finite
@@ -135,7 +138,8 @@ def compare_outputs(
                 max_abs = max(max_abs, float(diff.max() if all_finite else diff[finite].max()))
                 nonzero = (e != 0) if all_finite else finite & (e != 0)
                 if nonzero.any():
-                    max_rel = max(max_rel, float((diff[nonzero] / e[nonzero].abs()).max()))
+                    # Elsewhere the quotient is 0 (never above a real one): no masked copies.
+                    max_rel = max(max_rel, float((diff / e.abs()).masked_fill_(~nonzero, 0.0).max()))
         else:
             e = exp.reshape(-1)
             a = act.reshape(-1)

@@ -99,6 +99,15 @@ def relative_l2(predicted: list[torch.Tensor], expected: list[torch.Tensor]) -> 
     return (num / den) ** 0.5
 
 
+def _constant_mean(expected: torch.Tensor) -> torch.Tensor:
+    """`expected`'s shape filled with the mean of its finite elements (zeros when none is finite)."""
+    e64, finite = float64_flat(expected)
+    if finite:
+        return torch.full_like(expected, float(e64.mean()))
+    kept = e64[torch.isfinite(e64)]
+    return torch.full_like(expected, float(kept.mean())) if kept.numel() else torch.zeros_like(expected)
+
+
 def _zeros_error(expected: list[torch.Tensor]) -> float:
     """`relative_l2` of all-zero outputs: 1 when any finite element is non-zero, else 0."""
     for e in expected:
@@ -144,11 +153,7 @@ def trivial_predictions(expected: list[torch.Tensor], inputs: list[Any],
     if previous_mean is not None:
         predictors["mean of previous trials"] = previous_mean
     if all(e.numel() > 1 for e in expected):
-        predictors["constant (the output's mean)"] = [
-            torch.full_like(e, float(e.detach().to(torch.float64)[torch.isfinite(e)].mean()))
-            if torch.isfinite(e).any() else torch.zeros_like(e)
-            for e in expected
-        ]
+        predictors["constant (the output's mean)"] = [_constant_mean(e) for e in expected]
     input_tensors = [t for t in float_leaves(inputs)]
     for index, tensor in enumerate(input_tensors):
         if len(expected) == 1 and tensor.shape == expected[0].shape:
