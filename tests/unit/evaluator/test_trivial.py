@@ -464,3 +464,12 @@ def test_the_all_zeros_predictor_is_scored_without_subtracting_zeros(values):
     # same figure relative_l2 gives, finite elements only.
     expected = [torch.tensor(values, dtype=torch.float32), torch.tensor([0.0])]
     assert trivial._zeros_error(expected) == trivial.relative_l2([torch.zeros_like(e) for e in expected], expected)
+
+
+def test_the_constant_predictor_is_the_mean_of_the_finite_elements_in_the_outputs_dtype():
+    finite = torch.tensor([1.0, 2.0, 6.0], dtype=torch.float16)
+    assert torch.equal(trivial._constant_mean(finite), torch.full((3,), 3.0, dtype=torch.float16))
+    mixed = torch.tensor([[1.0, float("nan")], [float("inf"), 3.0]])
+    assert torch.equal(trivial._constant_mean(mixed), torch.full((2, 2), 2.0))
+    nothing_finite = torch.tensor([float("nan"), float("-inf")])
+    assert torch.equal(trivial._constant_mean(nothing_finite), torch.zeros(2))
