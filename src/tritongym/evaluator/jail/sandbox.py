@@ -245,8 +245,9 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     The job directory appears as a size-capped tmpfs at ``/job`` with every file of `job_dir`
     bound read-only into it (the candidate cannot rewrite its own source after the check, nor
     fill the host's disk); with `job_dir_bytes` None it is bound writable as before (callers that
-    need that). There is no ``/proc``: nothing of the worker's memory, maps or descriptors, nor
-    any other process, is visible as a file. `seccomp_fd` is a cBPF program (`seccomp`).
+    need that). A CPU jail has no ``/proc``: nothing of the worker's memory, maps or descriptors,
+    nor any other process, is visible as a file; a GPU jail gets a procfs of its own PID namespace
+    (CUDA does not start without one). `seccomp_fd` is a cBPF program (`seccomp`).
     `cap_add` keeps capabilities inside the jail's user namespace (the fork server's children need
     ``CAP_SYS_ADMIN`` there to mount their private folders; they drop it before candidate code);
     `ro_binds` are extra ``(host, jail)`` read-only binds.
