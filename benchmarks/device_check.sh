@@ -13,8 +13,9 @@
 # then, there: BWRAP_DIR=.dev bash benchmarks/device_check.sh. Output: the GPU tests (one line
 # each as they finish, a failure's report at once: benchmarks/pytest_live_failures.py), the GPU
 # validation table with a fresh process per evaluation, then with the warm pool; the full logs
-# are written to $OUT when it is set. TESTS_S / VALID_S / POOL_S bound each part in seconds (0
-# skips it); ONLY and RUNS choose the validation's problems; TESTS picks tests (pytest -k).
+# are written to $OUT when it is set. First, which set-up step of a jailed fork server's child stops
+# CUDA (benchmarks/gpu_fork_diagnosis.py). DIAG_S / TESTS_S / VALID_S / POOL_S bound each part in
+# seconds (0 skips it); ONLY and RUNS choose the validation's problems; TESTS picks tests (pytest -k).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
@@ -37,6 +38,10 @@ from tritongym.evaluator.jail.sandbox import bwrap_problem
 print('torch', torch.__version__, 'triton', triton.__version__,
       torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device', tritongym.__file__)
 print('bwrap:', bwrap_problem() or 'usable')"
+if [ "${DIAG_S:-90}" -gt 0 ]; then
+  log "jailed fork server children and CUDA, step by step (at most ${DIAG_S:-90} s)"
+  timeout "${DIAG_S:-90}" python3 benchmarks/gpu_fork_diagnosis.py 2>&1 | tee "$OUT/gpu_fork_diagnosis.log"
+fi
 PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 if [ "$TESTS_S" -gt 0 ]; then
   log "GPU tests (at most ${TESTS_S} s)"
