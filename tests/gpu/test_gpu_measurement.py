@@ -114,7 +114,8 @@ class ModelNew(nn.Module):
 '''
 
 
-def _do_bench_median_ms(problem_path: Path, solution_path: Path, init: list) -> float:
+def _median_ms(bench: str, problem_path: Path, solution_path: Path, init: list) -> float:
+    """``triton.testing.<bench>`` (``do_bench`` or ``do_bench_cudagraph``) of the solution, in this process."""
     import triton.testing
 
     problem = _load(problem_path, "bench_problem")
@@ -123,7 +124,7 @@ def _do_bench_median_ms(problem_path: Path, solution_path: Path, init: list) -> 
     torch.manual_seed(0)
     inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in problem.get_inputs()]
     with torch.no_grad():
-        return float(triton.testing.do_bench(lambda: model(*inputs), return_mode="median"))
+        return float(getattr(triton.testing, bench)(lambda: model(*inputs), return_mode="median"))
 
 
 def _load(path: Path, name: str):
@@ -131,19 +132,6 @@ def _load(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _graph_median_ms(problem_path: Path, solution_path: Path, init: list) -> float:
-    """The call's device time with no dispatch at all: a CUDA graph replayed (warm L2: a lower bound)."""
-    import triton.testing
-
-    problem = _load(problem_path, "graph_problem")
-    candidate = _load(solution_path, "graph_solution")
-    model = candidate.ModelNew(*init).cuda()
-    torch.manual_seed(0)
-    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in problem.get_inputs()]
-    with torch.no_grad():
-        return float(triton.testing.do_bench_cudagraph(lambda: model(*inputs), return_mode="median"))
 
 
 @pytest.mark.parametrize("size", ["tiny", "large"])
@@ -164,12 +152,13 @@ def test_the_candidates_time_is_within_ten_percent_of_do_bench(tmp_path, size):
     result = tritongym.evaluate(load_problem_file(problem_path), solution_path, device="cuda", timing_reps=60,
                                 timing_blocks=3, profile_calls=0)
     assert result.status == Status.OK, (result.error, result.violations)
-    reference = _do_bench_median_ms(problem_path, solution_path, init)
+    reference = _median_ms("do_bench", problem_path, solution_path, init)
     measured = result.timing.candidate_median_ms
     if size == "large":
         assert measured == pytest.approx(reference, rel=0.10), (measured, reference)
     else:
-        graph = _graph_median_ms(problem_path, solution_path, init)
+        # A CUDA graph replayed: the call's device time with no dispatch at all (warm L2: a lower bound).
+        graph = _median_ms("do_bench_cudagraph", problem_path, solution_path, init)
         assert 0.9 * graph <= measured <= 1.10 * reference, (graph, measured, reference)
 
 

@@ -3,22 +3,18 @@ every GPU line says unverified instead of a number."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+from tests.unit.bench.conftest import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu_validation.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_validation", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_validation"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_validation")
 
 
 def test_relative_gap_and_cv(bench):

@@ -3,23 +3,14 @@ an output that fails them (a benchmark of checks that reject its honest output m
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "output_checks.py"
+from tests.unit.bench.conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("output_checks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["output_checks"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("output_checks")
 
 
 def test_it_times_the_checks_of_an_honest_output(bench, capsys):
