@@ -28,12 +28,12 @@ def test_relative_gap_and_cv(bench):
 
 
 def test_rows_flag_a_gap_beyond_the_target(bench):
-    row = bench.Row("07_softmax", do_bench_ms=1.0, tritongym_ms=[1.2, 1.25, 1.3], speedups=[2.0, 2.2],
+    row = bench.Row("07_softmax", do_bench_ms=1.0, graph_ms=0.9, tritongym_ms=[1.2, 1.25, 1.3], speedups=[2.0, 2.2],
                     replay_ms=[1.02, 1.04, 1.08], coverage=0.97, fallback_status="integrity_violation",
                     fallback_reward=0.0)
     assert row.agreement == pytest.approx(0.25) and row.replay_agreement == pytest.approx(0.04)
     table = bench.render([row], 120.0, unverified=False, device="H100")
-    assert "| 1.2500 | 25.0% ✗ | 1.0400 | 4.0% | " in table
+    assert "| 07_softmax | 1.0000 | 0.9000 | 1.2500 | 25.0% ✗ | 1.0400 | 4.0% | " in table
     assert "integrity_violation, reward 0" in table and "evaluations per hour: 120" in table
     close = bench.Row("10_matmul", do_bench_ms=1.0, tritongym_ms=[1.05], replay_ms=[1.5])
     line = bench.render([close], None, unverified=False, device="H100").splitlines()[4]
@@ -49,7 +49,7 @@ def test_without_a_gpu_every_line_says_unverified(bench, capsys):
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
     assert [r.split("|")[1].strip() for r in rows] == ["07_softmax", "10_matmul"]
-    assert all(r.count("unverified (no GPU)") == 8 for r in rows)
+    assert all(r.count("unverified (no GPU)") == 9 for r in rows)
     assert "evaluations per hour: unverified (no GPU)" in out
 
 
