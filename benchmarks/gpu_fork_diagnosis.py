@@ -65,6 +65,17 @@ def _probe_cuda() -> str:
     return f"{init} {count}"
 
 
+def _rebinds() -> list[tuple[str, str]]:
+    """(jail path, folder) of the Python folders under /tmp, bound a second time as the server does
+    (`forkserver.REBIND_ROOT`): a private /tmp hides them (a virtual environment in /tmp, as in CI)."""
+    from tritongym.evaluator.jail.sandbox import python_paths
+    from tritongym.execution.forkserver import REBIND_ROOT
+
+    folders = [*python_paths(), str(Path(__file__).resolve().parent)]  # and this script's folder
+    under_tmp = list(dict.fromkeys(f for f in folders if f == "/tmp" or f.startswith("/tmp/")))
+    return [(f"{REBIND_ROOT}/{index}", folder) for index, folder in enumerate(under_tmp)]
+
+
 def _apply(steps: tuple[str, ...]) -> None:
     """The set-up of a fork server's middle and PID 1 processes, limited to `steps`."""
     import resource
@@ -73,6 +84,7 @@ def _apply(steps: tuple[str, ...]) -> None:
     from tritongym.evaluator.jail.sandbox import ResourceLimits
     from tritongym.execution import forkserver_main as server
 
+    rebinds = _rebinds()  # imports first: a private /tmp may hide the package until they are rebound
     # Every variant mounts in a namespace of its own (the next variants must find the jail as it was).
     server._check(server._libc.unshare(server.CLONE_NEWNS), "unshare(mount)")
     server._mount("none", "/", None, server.MS_REC | server.MS_PRIVATE)
@@ -84,6 +96,9 @@ def _apply(steps: tuple[str, ...]) -> None:
             os._exit(os.waitstatus_to_exitcode(status))
     if "tmp" in steps:
         server._mount("tmpfs", "/tmp", "tmpfs", server.MS_NOSUID | server.MS_NODEV, "size=67108864,mode=1777")
+        for alternate, folder in rebinds:  # Python under /tmp comes back, as in `_grandchild`
+            os.makedirs(folder, exist_ok=True)
+            server._mount(alternate, folder, None, server.MS_BIND | server.MS_REC)
     if "dev" in steps:
         server._private_dev(64 << 20)
     if "rlimits" in steps:
@@ -144,7 +159,8 @@ def main() -> int:
     here = str(Path(__file__).resolve().parent)
     jail = bwrap_command(empty, True, gpu_env, job_dir_bytes=1 << 20, cap_add=("CAP_SYS_ADMIN", "CAP_SETPCAP"))
     at = jail.index("--remount-ro")  # this folder's bind must come before the root turns read-only
-    command = [*jail[:at], "--ro-bind", here, here, *jail[at:],
+    extra = [arg for alternate, folder in _rebinds() for arg in ("--ro-bind", folder, alternate)]
+    command = [*jail[:at], "--ro-bind", here, here, *extra, *jail[at:],
                *[arg for key, value in gpu_env.items() for arg in ("--setenv", key, value)],
                sys.executable, "-I", "-c",
                "import sys, runpy; sys.path.insert(0, sys.argv[1]); sys.argv = [sys.argv[2], '--inside']; "
