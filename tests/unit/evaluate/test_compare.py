@@ -227,6 +227,17 @@ def test_complex_outputs_use_the_complex_modulus():
     assert not compare_outputs(expected, torch.tensor([3 + 5j], dtype=torch.complex64), tol(0.0, 0.1)).passed
 
 
+def test_complex_outputs_of_several_elements_keep_their_nan_positions():
+    # Complex outputs always take the masked path (the all-finite shortcut is for real dtypes).
+    nan = complex(float("nan"), 0.0)
+    expected = torch.tensor([1 + 1j, nan, 2 - 1j, 0j], dtype=torch.complex64)
+    same = compare_outputs(expected, torch.tensor([1 + 1j, nan, 2 - 1j, 0j], dtype=torch.complex64), DEFAULT)
+    assert same.passed and same.mismatch_fraction == 0.0
+    moved = compare_outputs(expected, torch.tensor([1 + 1j, 1j, nan, 0j], dtype=torch.complex64), DEFAULT)
+    assert not moved.passed and moved.mismatch_fraction == 0.5
+    assert "first at (1,)" in moved.message
+
+
 # -- integers and booleans -------------------------------------------------------------------------
 
 
