@@ -473,3 +473,12 @@ def test_the_constant_predictor_is_the_mean_of_the_finite_elements_in_the_output
     assert torch.equal(trivial._constant_mean(mixed), torch.full((2, 2), 2.0))
     nothing_finite = torch.tensor([float("nan"), float("-inf")])
     assert torch.equal(trivial._constant_mean(nothing_finite), torch.zeros(2))
+
+
+def test_relative_l2_sums_every_leaf_when_one_holds_non_finite_values():
+    # The masked path (a leaf with NaN/Inf) adds to the sums of the leaves before it.
+    clean = (torch.tensor([3.0, 0.0]), torch.tensor([4.0, 0.0]))  # predicted, expected
+    dirty = (torch.tensor([1.0, float("nan"), 1.0]), torch.tensor([0.0, 5.0, 0.0]))
+    value = trivial.relative_l2([clean[0], dirty[0]], [clean[1], dirty[1]])
+    # ‖y − e‖² = 1 + 1 + 1 (the NaN position left out); ‖e‖² = 16 + 0 (the 5 sits beside the NaN)
+    assert value == pytest.approx((3.0 / 16.0) ** 0.5)
