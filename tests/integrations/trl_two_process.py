@@ -68,3 +68,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Skip the interpreter's own teardown: in 1 of 3 CI runs (2026-11-26) rank 0 wrote its record
+    # and then hung for good in shutdown (py-spy: the main thread past main(), a native thread
+    # left), which the test, about collectives, does not check.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
