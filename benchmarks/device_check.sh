@@ -15,13 +15,14 @@
 # validation table with a fresh process per evaluation, then with the warm pool; the full logs
 # are written to $OUT when it is set. First, which set-up step of a jailed fork server's child stops
 # CUDA (benchmarks/gpu_fork_diagnosis.py). DIAG_S / TESTS_S / VALID_S / POOL_S bound each part in
-# seconds (0 skips it); ONLY and RUNS choose the validation's problems; TESTS picks tests (pytest -k).
+# seconds (0 skips it); ONLY and RUNS choose the validation's problems, WORKERS the pool's evaluations
+# at once; TESTS picks tests (pytest -k), TEST_IDS names them instead, run in the order given.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 T0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-TESTS_S=${TESTS_S:-300}; VALID_S=${VALID_S:-240}; POOL_S=${POOL_S:-120}; RUNS=${RUNS:-3}
+TESTS_S=${TESTS_S:-300}; VALID_S=${VALID_S:-240}; POOL_S=${POOL_S:-120}; RUNS=${RUNS:-3}; WORKERS=${WORKERS:-1}
 ONLY=${ONLY:-01_scaled_add,02_leaky_relu,07_softmax,10_matmul,12_linear_gelu}
 if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DIR:-}" ]; then
   cp "$BWRAP_DIR/bwrap" /usr/local/bin/bwrap
@@ -45,7 +46,7 @@ fi
 PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 if [ "$TESTS_S" -gt 0 ]; then
   log "GPU tests (at most ${TESTS_S} s)"
-  PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest tests/gpu -v --tb=short -rfE \
+  PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest ${TEST_IDS:-tests/gpu} -v --tb=short -rfE \
     -p no:cacheprovider -p pytest_live_failures $PER_TEST ${TESTS:+-k "$TESTS"} 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -vE "^(platform|cachedir|rootdir|plugins|hypothesis|collect)" | cut -c1-400
 fi
@@ -54,8 +55,8 @@ if [ "$VALID_S" -gt 0 ]; then
   timeout "$VALID_S" python3 benchmarks/gpu_validation.py --runs "$RUNS" --only "$ONLY" 2>&1 | tee "$OUT/gpu_validation.log"
 fi
 if [ "$POOL_S" -gt 0 ]; then
-  log "GPU validation, the warm pool (at most ${POOL_S} s): $ONLY x $RUNS"
-  timeout "$POOL_S" python3 benchmarks/gpu_validation.py --pool --runs "$RUNS" --only "$ONLY" 2>&1 \
+  log "GPU validation, the warm pool, $WORKERS at once (at most ${POOL_S} s): $ONLY x $RUNS"
+  timeout "$POOL_S" python3 benchmarks/gpu_validation.py --pool --workers "$WORKERS" --runs "$RUNS" --only "$ONLY" 2>&1 \
     | tee "$OUT/gpu_validation_pool.log"
 fi
 log done

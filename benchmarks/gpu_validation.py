@@ -19,9 +19,12 @@ Printed as Markdown for docs/benchmarks.md. Without a CUDA device every GPU line
 *unverified* and the script exits 0: the statistics and the table are exercised by
 tests/unit/bench/test_gpu_validation.py on any machine.
 
-Usage: ``python benchmarks/gpu_validation.py [--runs 5] [--only 07_softmax,10_matmul] [--pool]``;
-``--pool`` evaluates through the warm pool (`tritongym.evaluate_many`, one worker per GPU) instead
-of a fresh process per evaluation (`tritongym.evaluate`): the same verdicts, a trainer's throughput.
+Usage: ``python benchmarks/gpu_validation.py [--runs 5] [--only 07_softmax,10_matmul] [--pool [--workers 4]]``;
+``--pool`` evaluates through the warm pool (`tritongym.execution.api.shared_pool`, what
+`tritongym.evaluate_many` uses) instead of a fresh process per evaluation (`tritongym.evaluate`):
+the same verdicts, a trainer's throughput. ``--workers`` evaluations run at once there; their
+timing and profiling phases take the per-GPU lock in turn (`measurement.gpu_lock`), the rest
+(start, compile, trials, checks) overlaps. All do_bench figures are taken before any evaluation.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: The agreement the issue asks of tritongym's timing against do_bench.
 AGREEMENT_TARGET = 0.10
+#: Where the evaluations run; tests/unit/bench/test_gpu_validation.py runs the loop on the CPU.
+DEVICE = "cuda"
 
 FALLBACK_TEMPLATE = '''
 import torch
@@ -165,24 +170,49 @@ def _bench_ms(problem: Path, solution: Path, bench: str = "do_bench") -> float:
         return float(getattr(triton.testing, bench)(lambda: model(*inputs), return_mode="median"))
 
 
-def _evaluator(pool: bool):
-    """One evaluation on the GPU: a fresh process each (`evaluate`) or the warm pool's."""
+def _submitter(pool: bool, workers: int):
+    """Evaluations on the GPU, as futures: a fresh process each (`evaluate`, one at a time) or the
+    warm pool's (`workers` at once: their timing and profiling phases take the per-GPU lock in
+    turn, the rest overlaps, as in a trainer's pool)."""
     import tritongym
 
     if not pool:
-        return lambda problem, solution: tritongym.evaluate(problem, solution, device="cuda")
-    options = tritongym.EvalOptions(device="cuda")
-    return lambda problem, solution: tritongym.evaluate_many(
-        [tritongym.EvalRequest(problem, solution, options)], workers=1)[0]
+        class Deferred:
+            """Evaluated when its result is asked for: one at a time, in the order printed."""
+
+            def __init__(self, problem, solution) -> None:
+                self.problem, self.solution = problem, solution
+
+            def result(self):
+                return tritongym.evaluate(self.problem, self.solution, device=DEVICE)
+        return Deferred
+    from tritongym.execution.api import shared_pool
+
+    warm = shared_pool("local", workers)
+    options = tritongym.EvalOptions(device=DEVICE)
+    return lambda problem, solution: warm.submit(tritongym.EvalRequest(problem, solution, options))
 
 
-def run(runs: int, only: set[str] | None, pool: bool = False) -> tuple[list[Row], float]:
+def _record(row: Row, result) -> None:
+    """One honest evaluation's figures into its row; an honest solution not `ok` is the row's error."""
+    if str(result.status) != "ok":
+        row.error = f"honest solution {result.status}: {str(result.error or result.violations)[:300]}"
+    if result.timing is not None:
+        row.tritongym_ms.append(result.timing.candidate_median_ms)
+        if result.timing.replay_median_ms is not None:
+            row.replay_ms.append(result.timing.replay_median_ms)
+    if result.speedup is not None:
+        row.speedups.append(result.speedup)
+    if result.coverage is not None:
+        row.coverage = result.coverage
+
+
+def run(runs: int, only: set[str] | None, pool: bool = False, workers: int = 1) -> tuple[list[Row], float]:
+    """do_bench of every problem first (nothing else on the GPU), then every evaluation."""
     from tritongym.tasks.loaders import load_problem_file
 
-    evaluate = _evaluator(pool)
     rows: list[Row] = []
-    evaluations = 0
-    started = time.monotonic()
+    jobs = []
     for problem_path, solution_path in _problems(only):
         row = Row(problem_path.stem)
         rows.append(row)
@@ -192,22 +222,25 @@ def run(runs: int, only: set[str] | None, pool: bool = False) -> tuple[list[Row]
                 row.graph_ms = _bench_ms(problem_path, solution_path, "do_bench_cudagraph")
             except Exception:  # noqa: BLE001 - a forward that cannot be captured has no graph figure
                 row.graph_ms = None
-            problem = load_problem_file(problem_path)
-            for _ in range(runs):
-                result = evaluate(problem, solution_path)
+            jobs.append((row, load_problem_file(problem_path), solution_path))
+        except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
+            row.error = f"{type(exc).__name__}: {str(exc)[:400]}"
+    submit = _submitter(pool, workers)
+    started = time.monotonic()
+    evaluations = 0
+    submitted = []
+    for row, problem, solution_path in jobs:
+        honest = [submit(problem, solution_path) for _ in range(runs)]
+        source = FALLBACK_TEMPLATE.replace("from problem_under_test import Model", problem.source)
+        submitted.append((row, honest, submit(problem, source)))
+    for row, honest, fallback in submitted:
+        try:
+            for future in honest:
+                _record(row, future.result())
                 evaluations += 1
-                if result.timing is not None:
-                    row.tritongym_ms.append(result.timing.candidate_median_ms)
-                    if result.timing.replay_median_ms is not None:
-                        row.replay_ms.append(result.timing.replay_median_ms)
-                if result.speedup is not None:
-                    row.speedups.append(result.speedup)
-                if result.coverage is not None:
-                    row.coverage = result.coverage
-            source = FALLBACK_TEMPLATE.replace("from problem_under_test import Model", problem.source)
-            fallback = evaluate(problem, source)
+            verdict = fallback.result()
             evaluations += 1
-            row.fallback_status, row.fallback_reward = str(fallback.status), fallback.reward
+            row.fallback_status, row.fallback_reward = str(verdict.status), verdict.reward
         except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the run
             row.error = f"{type(exc).__name__}: {str(exc)[:400]}"
         # One line per problem as it finishes: a run cut short by a time limit keeps what it measured.
@@ -224,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="evaluations per problem (speedup CV)")
     parser.add_argument("--only", help="comma-separated problem names (e.g. 07_softmax,10_matmul)")
     parser.add_argument("--pool", action="store_true", help="evaluate through the warm pool (evaluate_many)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="with --pool: evaluations at once (their timing phases take the GPU lock in turn)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     import torch
@@ -232,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = [Row(problem.stem) for problem, _ in _problems(only)]
         print(render(rows, None, unverified=True, device="this machine (CPU only)"))
         return 0
-    rows, per_hour = run(args.runs, only, pool=args.pool)
-    device = torch.cuda.get_device_name() + (", warm pool" if args.pool else ", a fresh process per evaluation")
+    rows, per_hour = run(args.runs, only, pool=args.pool, workers=args.workers)
+    device = torch.cuda.get_device_name() + (f", warm pool, {args.workers} at once" if args.pool
+                                               else ", a fresh process per evaluation")
     print(render(rows, per_hour, unverified=False, device=device))
     return 0
 

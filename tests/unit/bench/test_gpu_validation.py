@@ -40,6 +40,27 @@ def test_rows_flag_a_gap_beyond_the_target(bench):
     assert "| 5.0% | 1.5000 | 50.0% ✗ |" in line
 
 
+@pytest.mark.parametrize("pool", [False, True], ids=["fresh", "pool-2-at-once"])
+def test_the_evaluation_loop_fills_each_row_from_its_own_evaluations(bench, monkeypatch, pool):
+    # The loop itself, on the CPU tier (no timing there): every problem's honest runs and its
+    # fallback land in that problem's row, whether evaluated one at a time or two at once.
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "_bench_ms", lambda problem, solution, kind="do_bench": 2.0 if kind == "do_bench" else 1.0)
+    rows, per_hour = bench.run(1, {"01_scaled_add", "02_leaky_relu"}, pool=pool, workers=2)
+    assert [row.problem for row in rows] == ["01_scaled_add", "02_leaky_relu"]
+    for row in rows:
+        assert row.error is None, row.error
+        assert (row.do_bench_ms, row.graph_ms) == (2.0, 1.0)
+        # No timing and no profile on the CPU tier: nothing to record but the verdicts.
+        assert row.coverage is None and row.tritongym_ms == [] and row.speedups == []
+        assert row.fallback_status == "integrity_violation" and row.fallback_reward == 0
+    assert per_hour > 0
+    wrong = bench.Row("07_softmax")
+    bench._record(wrong, type("Result", (), {"status": "incorrect", "error": "max abs diff 3.1", "violations": [],
+                                             "timing": None, "speedup": None, "coverage": None})())
+    assert wrong.error == "honest solution incorrect: max abs diff 3.1"
+
+
 def test_without_a_gpu_every_line_says_unverified(bench, capsys):
     import torch
 
