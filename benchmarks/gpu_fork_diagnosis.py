@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 
 STEPS = ("unshare", "tmp", "dev", "rlimits", "caps", "seccomp", "fork")
+#: The namespaces the ``unshare`` step makes, one at a time in the ``only:unshare-<kind>`` variants.
+NAMESPACES = ("pid", "ipc", "net", "uts")
 #: The probe in a freshly executed Python (`variants`' ``upto:fork+exec``): the same set-up, none of
 #: the server's imported state. If it passes where ``upto:fork`` fails, the culprit is inherited.
 EXEC_PROBE = ("import os, sys, runpy; sys.path.insert(0, sys.argv[2]); "
@@ -44,7 +46,9 @@ def variants() -> list[tuple[str, tuple[str, ...]]]:
     cumulative = [("upto:none", ())] + [(f"upto:{step}", STEPS[:i + 1]) for i, step in enumerate(STEPS)]
     cumulative.append(("upto:fork+exec", (*STEPS, "exec")))
     alone = [(f"only:{step}", (step,)) for step in STEPS if step not in ("unshare", "fork")]
-    return cumulative + alone
+    # ``unshare`` failed on an H100 (cuInit 304) and every step without it passed: which namespace?
+    split = [(f"only:unshare-{kind}", (f"unshare-{kind}",)) for kind in NAMESPACES]
+    return cumulative + alone + split
 
 
 def _probe_cuda() -> str:
@@ -62,7 +66,13 @@ def _probe_cuda() -> str:
         count = f"device_count={torch.cuda.device_count()}"
     except Exception as exc:  # noqa: BLE001 - the failure is what this script reports
         count = f"device_count raised {type(exc).__name__}: {str(exc)[:160]}"
-    return f"{init} {count}"
+    # A child of a nested PID namespace under the jail's /proc is PID 1 to itself and another PID
+    # to /proc: a driver that pairs getpid() with /proc reads the wrong process.
+    try:
+        self_link = os.readlink("/proc/self")
+    except OSError as exc:
+        self_link = type(exc).__name__
+    return f"{init} {count} getpid={os.getpid()} /proc/self={self_link}"
 
 
 def _rebinds() -> list[tuple[str, str]]:
@@ -88,9 +98,11 @@ def _apply(steps: tuple[str, ...]) -> None:
     # Every variant mounts in a namespace of its own (the next variants must find the jail as it was).
     server._check(server._libc.unshare(server.CLONE_NEWNS), "unshare(mount)")
     server._mount("none", "/", None, server.MS_REC | server.MS_PRIVATE)
-    if "unshare" in steps:
-        server._check(server._libc.unshare(server.CLONE_NEWPID | server.CLONE_NEWIPC | server.CLONE_NEWNET
-                                           | server.CLONE_NEWUTS), "unshare")
+    flags = {"pid": server.CLONE_NEWPID, "ipc": server.CLONE_NEWIPC, "net": server.CLONE_NEWNET,
+             "uts": server.CLONE_NEWUTS}
+    chosen = [flag for kind, flag in flags.items() if "unshare" in steps or f"unshare-{kind}" in steps]
+    if chosen:
+        server._check(server._libc.unshare(sum(chosen)), "unshare")
         if os.fork():  # the middle process waits for PID 1 of the new namespace
             _, status = os.waitpid(-1, 0)
             os._exit(os.waitstatus_to_exitcode(status))

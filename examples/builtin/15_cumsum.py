@@ -19,7 +19,10 @@ def _cumsum_rows_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_x_row, stride_out
         x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0)
         y = tl.cumsum(x, axis=1) + carry[:, None]
         tl.store(out_ptr + rows[:, None] * stride_out_row + cols[None, :], y, mask=mask)
-        carry += tl.sum(x, axis=1)
+        # The next chunk's carry is this chunk's last scanned column (masked columns loaded 0).
+        # Not `carry += tl.sum(x, axis=1)`: a reduction of the scanned tile accumulated into a
+        # loop-carried value crashed Triton 3.6's TritonGPUOptimizeThreadLocality pass on an H100.
+        carry = tl.sum(tl.where(tl.arange(0, BLOCK_N)[None, :] == BLOCK_N - 1, y, 0.0), axis=1)
 
 
 class ModelNew(nn.Module):

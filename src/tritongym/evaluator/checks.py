@@ -50,6 +50,8 @@ class CallEvidence:
     tampered: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
     compute_work: tuple[int, int] = (0, 0)
+    #: elements the forward's PyTorch copies wrote in a new layout or dtype (`optrace.op_moves`)
+    moved_elements: int = 0
     host_read_elements: int = 0
     host_read_examples: tuple[str, ...] = ()
     kernel_findings: tuple[str, ...] = ()
@@ -86,6 +88,7 @@ class CallEvidence:
                 tampered=tuple(_str(name) for name in _list(data.get("tampered", []))),
                 refused=tuple(_str(name) for name in _list(data.get("refused", []))),
                 compute_work=_work(_list(data.get("compute_work", [0, 0]))),
+                moved_elements=_count(data.get("moved_elements", 0)),
                 host_read_elements=_count(host_reads[0]),
                 host_read_examples=tuple(_str(e) for e in _list(host_reads[1])[:8]),
                 kernel_findings=tuple(_str(f) for f in _list(data.get("kernel_findings", []))[:20]),
@@ -178,7 +181,7 @@ def check_output_from_kernel(evidence: CallEvidence) -> Violation | None:
 
 
 def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str],
-                              reference_work: tuple[int, int] = (0, 0)) -> Violation | None:
+                              reference_work: tuple[int, int] = (0, 0), reference_moved: int = 0) -> Violation | None:
     """The forward does not do the reference's work in PyTorch (a fallback).
 
     Defends against: ``forward`` calling ``torch.matmul``, ``F.*``, Tensor methods, ``@``, or the
@@ -188,7 +191,9 @@ def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str],
     How: `optrace.OpTrace` records the ATen compute ops the forward dispatches outside Triton
     launches. A fallback when they include every compute op of the reference (mm/addmm/matmul
     ... compared as one family), or when their work reaches the reference's: as many output
-    elements as the whole reference computation, or half its matmul/convolution FLOPs.
+    elements as the whole reference computation, or half its matmul/convolution FLOPs; for a
+    reference that only moves data (no compute op), as many elements copied into a new layout
+    or dtype as the reference's copies (`oprules.heavy_share`).
     Residual risk: a candidate that moves a small share of the work to PyTorch passes; GPU-time
     coverage (PR/PRS) measures how much of the work its kernels do.
     """
@@ -199,7 +204,7 @@ def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str],
             f"the forward ran every compute op of the reference in PyTorch ({', '.join(shared)}); "
             "compute them in the solution's Triton kernels instead",
         )
-    why = heavy_share(evidence.compute_work, reference_work)
+    why = heavy_share(evidence.compute_work, reference_work, evidence.moved_elements, reference_moved)
     if why is not None:
         return Violation(ViolationCode.PYTORCH_FALLBACK,
                          f"the forward did the reference's work in PyTorch: {why}; do it in Triton kernels")
@@ -350,7 +355,7 @@ def check_kernels_are_triton(evidence: CallEvidence) -> Violation | None:
 
 
 def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
-                    reference_work: tuple[int, int] = (0, 0)) -> list[Violation]:
+                    reference_work: tuple[int, int] = (0, 0), reference_moved: int = 0) -> list[Violation]:
     """All per-call checks, in a fixed order."""
     found = [
         check_nothing_refused(evidence),
@@ -360,7 +365,7 @@ def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
         check_triton_launched(evidence),
         check_output_from_kernel(evidence),
         check_no_host_compute(evidence),
-        check_no_pytorch_fallback(evidence, reference_ops, reference_work),
+        check_no_pytorch_fallback(evidence, reference_ops, reference_work, reference_moved),
         check_inputs_unchanged(evidence),
         check_output_not_aliased(evidence),
         check_output_plain(evidence),

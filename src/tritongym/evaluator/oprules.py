@@ -39,13 +39,20 @@ def canonical_op(name: str, _families: Any = _OP_FAMILIES) -> str:
     return _families.get(full, full)
 
 
-def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]) -> str | None:
+def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int], candidate_moved: int = 0,
+                reference_moved: int = 0) -> str | None:
     """Why the candidate's PyTorch ops did the reference's work, or None.
 
     ``work = (elements, flops)``, elements being what compute ops read. A fallback when the
     PyTorch ops read at least as many elements as the whole reference computation does, or at
     least half its matmul/convolution FLOPs: rewriting ``relu`` as ``where``/``mul``, a matmul as
     a broadcast multiply and sum, or keeping the GEMM in PyTorch and writing only the epilogue in Triton.
+
+    A reference with no compute op at all only moves data (``x.transpose(1, 2).contiguous()``, a
+    cast): its work is the elements its copies wrote in a new layout or dtype (``moved``,
+    `optrace.op_moves`), and the candidate's copies of that kind plus whatever its compute ops
+    read (a transpose spelled with ``cat`` or ``gather``) must stay below it. Without this a
+    PyTorch fallback of a transpose got full reward (found on an H100, reproduced on the CPU).
     """
     elements, flops = candidate_work
     ref_elements, ref_flops = reference_work
@@ -54,6 +61,9 @@ def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]
     if ref_elements > 0 and elements >= ref_elements:
         return (f"PyTorch compute ops read {elements} elements, as many as the reference's whole "
                 f"computation ({ref_elements})")
+    if ref_elements == 0 and ref_flops == 0 and reference_moved > 0 and candidate_moved + elements >= reference_moved:
+        return (f"the reference only moves data ({reference_moved} elements copied into a new layout or dtype) and "
+                f"PyTorch ops moved or read as many ({candidate_moved + elements})")
     return None
 
 

@@ -445,12 +445,14 @@ class _Evaluation:
             return False
         work = payload.get("work")
         ops = payload.get("compute_ops")
+        moved = payload.get("moved")
         if not (isinstance(work, list) and len(work) == 2 and all(type(v) is int and v >= 0 for v in work)
+                and type(moved) is int and moved >= 0
                 and isinstance(ops, list) and all(isinstance(o, str) for o in ops)):
             raise ProtocolError("malformed replay report")
         from tritongym.evaluator.oprules import covers_reference, heavy_share
 
-        why = heavy_share((work[0], work[1]), record.compute_work)
+        why = heavy_share((work[0], work[1]), record.compute_work, moved, record.moved_elements)
         if why is None and covers_reference(ops, self.reference_ops):
             why = f"the logged PyTorch ops include every compute op of the reference ({', '.join(ops[:6])})"
         if why is not None:
@@ -485,7 +487,7 @@ class _Evaluation:
         ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
         self.records.append(replays.TrialRecord(
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
-            compute_work=tuple(trial.compute_work), log=reply.get("log"),
+            compute_work=tuple(trial.compute_work), moved_elements=trial.moved_elements, log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran]))
 
     def config_combos(self) -> list[tuple[tuple[str, int], ...]]:
@@ -575,7 +577,8 @@ class _Evaluation:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
         if not self.options.candidate_checks:
             return
-        for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work):
+        for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work,
+                                                   trial.moved_elements):
             if violation.code == ViolationCode.NO_TRITON_LAUNCH and not self.kernels_found and not any(
                     launch.candidate for launch in evidence.launches):
                 violation = Violation(ViolationCode.NO_TRITON_KERNEL,

@@ -318,3 +318,37 @@ def test_out_buffers_passed_by_keyword_count_as_read():
     with OpTrace() as trace:
         torch.ops.aten.add.out(x, y, out=buffer)  # out= is keyword-only: it reaches the op in kwargs
     assert buffer.tolist() == [2.0, 2.0, 2.0] and trace.compute_elements == 9
+
+
+def test_copies_into_a_new_layout_or_dtype_are_counted_as_moved_and_memcpys_are_not():
+    # A reference that only moves data has this as its whole work (`oprules.heavy_share`); glue
+    # that copies without transforming (a contiguous clone, a no-op .contiguous()) moves nothing.
+    x = torch.randn(2, 3, 4)
+    with OpTrace() as trace:
+        x.contiguous()  # already contiguous: no op at all
+        x.clone()  # same layout, same dtype: a memcpy
+    assert trace.moved_elements == 0 and trace.compute_elements == 0
+    with OpTrace() as trace:
+        x.transpose(1, 2).contiguous()  # 24 elements into a new layout
+    assert trace.moved_elements == 24 and trace.compute_ops() == []
+    with OpTrace() as trace:
+        x.double()  # a cast: 24 elements in a new dtype
+    assert trace.moved_elements == 24
+    with OpTrace() as trace:
+        torch.empty(2, 4, 3).copy_(x.transpose(1, 2))  # copy_ reads its second argument
+        torch.empty(2, 3, 4).copy_(x)  # same layout: nothing
+    assert trace.moved_elements == 24
+    with OpTrace() as trace:
+        x + 1  # compute is counted as compute, never as moved
+    assert trace.moved_elements == 0 and trace.compute_elements == 24
+
+
+def test_a_data_movement_reference_is_fallen_back_on_by_as_many_moved_or_read_elements():
+    # Reference: no compute op, 100 elements moved. Candidate: copies and compute reads add up.
+    assert oprules.heavy_share((0, 0), (0, 0), 99, 100) is None
+    assert "only moves data" in oprules.heavy_share((0, 0), (0, 0), 100, 100)
+    assert "only moves data" in oprules.heavy_share((60, 0), (0, 0), 40, 100)  # stack/cat spellings read
+    # A reference that computes is judged by its compute work only: glue copies stay free.
+    assert oprules.heavy_share((0, 0), (1000, 0), 10_000, 10_000) is None
+    # A reference that moves nothing: nothing to compare with.
+    assert oprules.heavy_share((0, 0), (0, 0), 10_000, 0) is None

@@ -36,7 +36,7 @@ from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
 from tritongym.evaluator.common.channel import WIRE_DTYPES
 from tritongym.evaluator.worker import startup as common
-from tritongym.evaluator.worker.optrace import op_work
+from tritongym.evaluator.worker.optrace import op_moves, op_work
 
 #: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
 DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
@@ -75,6 +75,8 @@ class Replay:
         self.compute_ops: dict[str, None] = {}
         self.elements = 0
         self.flops = 0
+        #: elements copied into a new layout or dtype (`optrace.op_moves`)
+        self.moved = 0
         self.launches = 0
         #: compiled kernel name -> launches (GPU: `CompiledKernel.name`), for the coverage profile
         self.compiled: dict[str, int] = {}
@@ -262,6 +264,8 @@ class Replay:
             self.compute_ops.setdefault(name, None)
             self.elements += work[0]
             self.flops += work[1]
+        else:
+            self.moved += op_moves(func, args, kwargs, out)
 
     def _run_launch(self, event: dict[str, Any]) -> None:
         kernel = self.builder.build(event["launch"], self.kernels).jit
@@ -448,7 +452,8 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),
-                                      "work": [replay.elements, replay.flops], "launches": replay.launches})
+                                      "work": [replay.elements, replay.flops], "moved": replay.moved,
+                                      "launches": replay.launches})
         except KernelRefused as exc:
             channel.send("error", {"kind": "refused", "message": str(exc)[:2000]})
         except Unsupported as exc:

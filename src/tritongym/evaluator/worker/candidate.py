@@ -404,6 +404,7 @@ class CandidateWorker:
             ],
             "compute_ops": trace.compute_ops(),
             "compute_work": [trace.compute_elements, trace.compute_flops],
+            "moved_elements": trace.moved_elements,
             "host_reads": [host_reads.elements + trace.device_to_host_elements, host_reads.examples
                            + ([f"{trace.device_to_host_elements} element(s) copied from the device to the host"]
                               if trace.device_to_host_elements else [])],

@@ -252,6 +252,38 @@ def custom_op_function(func: Any) -> Any:
     return getattr(opdef, "_init_fn", None)
 
 
+#: Plain copies that can change a tensor's layout or dtype on the way (`op_moves`).
+_COPY_OPS = frozenset(
+    "aten::" + name
+    for name in ("copy", "copy_", "clone", "contiguous", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
+                 "lift_fresh_copy")
+)
+
+
+def op_moves(func: Any, args: Any, kwargs: Any, out: Any, _copies: frozenset = _COPY_OPS) -> int:
+    """Elements a plain copy wrote in another layout or dtype than its source's, else 0.
+
+    Copies are not compute (`is_compute`): ``x.contiguous()`` or ``x.float()`` before a kernel is
+    glue in honest code. But when the reference itself only moves data (a transpose made
+    contiguous, a cast), such a copy *is* the problem's work, and `oprules.heavy_share` compares
+    these elements with the reference's. A same-layout, same-dtype copy (``clone`` of a
+    contiguous tensor) moves nothing in this sense: it is a memcpy, not the transform.
+    """
+    if op_name(func) not in _copies:
+        return 0
+    tensors = _tensors(kwargs, _tensors(args, []))
+    outputs = _tensors(out, [])
+    if not outputs or not tensors:
+        return 0
+    # copy_(self, src) writes into its first argument from its second; the others copy their first.
+    source = tensors[1] if op_name(func) in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize") \
+        and len(tensors) > 1 else tensors[0]
+    target = outputs[0]
+    if source.dtype != target.dtype or source.shape != target.shape or source.stride() != target.stride():
+        return target.numel()
+    return 0
+
+
 def op_work(func: Any, args: Any, kwargs: Any, out: Any, _flops: Any = _FLOPS) -> tuple[int, int] | None:
     """``(elements read, FLOPs)`` of a compute op, None for bookkeeping (views, copies, fills).
 
@@ -292,6 +324,8 @@ class OpTrace(TorchDispatchMode):
         self.compute: dict[str, None] = {}
         self.compute_elements = 0
         self.compute_flops = 0
+        #: Elements plain copies wrote in a new layout or dtype (`op_moves`).
+        self.moved_elements = 0
         #: Every op dispatched while active, whoever asked (the host-read trace's cross-check).
         self.seen = 0
         #: Elements of input-derived tensors the candidate copied from a GPU to the host.
@@ -333,6 +367,8 @@ class OpTrace(TorchDispatchMode):
             self.compute.setdefault(name, None)
             self.compute_elements += work[0]
             self.compute_flops += work[1]
+        else:
+            self.moved_elements += op_moves(func, args, kwargs, out)
         return out
 
     def _note_transfer(self, args: Any, out: Any) -> None:

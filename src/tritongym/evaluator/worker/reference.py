@@ -106,7 +106,8 @@ class ReferenceWorker:
         truth = self.truth(inputs) if want_truth and finite else None
         self.channel.send("trial", {
             "inputs": inputs, "expected": expected, "compute_ops": trace.compute_ops(),
-            "compute_work": [trace.compute_elements, trace.compute_flops], "finite": finite, "truth": truth,
+            "compute_work": [trace.compute_elements, trace.compute_flops], "moved_elements": trace.moved_elements,
+            "finite": finite, "truth": truth,
         })
 
     def truth(self, inputs: list[Any]) -> Any:
