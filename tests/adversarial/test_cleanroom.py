@@ -62,8 +62,8 @@ BY_CONSTRUCTION = {
 
 def _cases(prefix: str) -> list:
     return [pytest.param(case, id=case.case_id) for case in map(parse_case, case_paths())
-            if case.case_id.startswith(prefix) or (prefix == "F" and case.case_id in BY_CONSTRUCTION) or (prefix == "control" and case.family == "control"
-                                                   and case.expects_ok and case.device == "cpu")]
+            if case.case_id.startswith(prefix) or (prefix == "F" and case.case_id in BY_CONSTRUCTION)
+            or (prefix == "control" and case.family == "control" and case.expects_ok and case.device == "cpu")]
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,8 @@ def test_the_evaluation_loop_fills_each_row_from_its_own_evaluations(bench, monk
     # The loop itself, on the CPU tier (no timing there): every problem's honest runs and its
     # fallback land in that problem's row, whether evaluated one at a time or two at once.
     monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "_bench_ms", lambda problem, solution, kind="do_bench": 2.0 if kind == "do_bench" else 1.0)
+    monkeypatch.setattr(bench, "_bench_ms",
+                        lambda problem, solution, kind="do_bench": 2.0 if kind == "do_bench" else 1.0)
     rows, per_hour = bench.run(1, {"01_scaled_add", "02_leaky_relu"}, pool=pool, workers=2)
     assert [row.problem for row in rows] == ["01_scaled_add", "02_leaky_relu"]
     for row in rows:
