@@ -1,6 +1,6 @@
 """Make Triton's CPU interpreter run honest code as a GPU would (the CPU tier only).
 
-Five constructs of public and LLM-written kernels fail, or silently compute something else,
+Six constructs of public and LLM-written kernels fail, or silently compute something else,
 under ``TRITON_INTERPRET=1`` although they compile and run on a GPU (found by the public-code
 acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter):
 
@@ -26,6 +26,12 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   ``int32``; a scalar condition (``flag > 0``) broadcast into a block then becomes int32 data, and
   ``mask & cond`` is an int32 mask that ``tl.load`` rejects ("mask has unsupported dtype"). On a
   GPU both are ``int1``. Here comparison results are typed ``int1``, as the language says they are.
+
+* **Loop bounds from scalar arguments** (Triton 3.6, NumPy >= 2.4 only). The interpreter turns a
+  scalar tensor into an index with ``int(handle.data)``, and its scalars hold one-element 1-D
+  arrays, which NumPy 2.4 no longer converts: every ``for k in range(0, K, BLOCK)`` over a kernel
+  argument raised ``TypeError`` (found on an H100 machine's Triton 3.6; Triton 3.9 squeezes
+  first). Here it squeezes first, as 3.9 does.
 
 And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
 ``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
@@ -262,6 +268,23 @@ BLOCK_POINTERS_REMOVED = (
     "pointers (they run on Triton <= 3.8; Triton's replacement is tl.make_tensor_descriptor)")
 
 
+def _scalar_index() -> None:
+    """Scalar tensors convert to an index through ``squeeze()`` (Triton 3.9's own spelling)."""
+    from triton.runtime import interpreter
+
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None or getattr(patch_tensor, "_tritongym_index", False):
+        return
+
+    def patch_lang_tensor(tensor: Any, scope: Any, *args: Any, **kwargs: Any) -> Any:
+        result = patch_tensor(tensor, scope, *args, **kwargs)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+        return result
+
+    patch_lang_tensor._tritongym_index = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
 def _name_removed_block_pointers() -> None:
     """On a Triton without block pointers, their stubs say so in the interpreter's own terms."""
     import triton
@@ -293,4 +316,5 @@ def install() -> None:
     _builtin_aliases()
     _dot_operands()
     _comparisons_int1()
+    _scalar_index()
     _name_removed_block_pointers()
