@@ -1,5 +1,10 @@
 """Which step of a jailed fork server's child set-up stops CUDA: one short run on a lent GPU.
 
+Answered on an H100 (2026-11-26): the child's new PID namespace alone (``only:unshare-pid``:
+cuInit 304; IPC, network and UTS namespaces alone pass), where ``getpid()`` and ``/proc/self``
+disagree (every line prints both). tests/execution/test_gpu_fork_cause.py pins the cause and the
+fix to try next (a fully visible procfs in the jail, so each child can mount its own).
+
 On an H200 (2026-11-26) every candidate forked by a jailed fork server failed its GPU probe
 ("Unexpected error from cudaGetDeviceCount"), while fresh jailed workers ran, so GPU pools start
 fresh workers (`forkserver.jailed_forkserver_problem`). A nested PID namespace alone with the

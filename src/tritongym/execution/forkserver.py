@@ -133,10 +133,11 @@ def forkserver_problem() -> str | None:
 
 #: Why a jailed fork server is not used on a GPU (`jailed_forkserver_problem`).
 GPU_FORK_PROBLEM = (
-    "a jailed fork server's children could not use the GPU on the one machine tried (an H200, "
-    "2026-11-26: the GPU probe failed with torch's 'Unexpected error from cudaGetDeviceCount' before "
-    "any candidate code ran; the cause is not found yet), so GPUs get fresh jailed workers, which ran "
-    "there")
+    "a jailed fork server's children cannot use the GPU: cuInit fails with error 304 (torch: "
+    "'Unexpected error from cudaGetDeviceCount') before any candidate code runs (an H200 and an H100, "
+    "2026-11-26); cause: a child in a nested PID namespace under the jail's procfs, where getpid() and "
+    "/proc/self disagree (benchmarks/gpu_fork_diagnosis.py, tests/execution/test_gpu_fork_cause.py), "
+    "so GPUs get fresh jailed workers, which work")
 
 
 def jailed_forkserver_problem(device: str) -> str | None:
