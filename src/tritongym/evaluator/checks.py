@@ -50,8 +50,8 @@ class CallEvidence:
     tampered: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
     compute_work: tuple[int, int] = (0, 0)
-    #: elements the forward's PyTorch copies wrote in a new layout or dtype (`optrace.op_moves`)
-    moved_elements: int = 0
+    #: elements the forward's PyTorch copies wrote in a new layout, and in a new dtype (`optrace.op_moves`)
+    moved_elements: tuple[int, int] = (0, 0)
     host_read_elements: int = 0
     host_read_examples: tuple[str, ...] = ()
     kernel_findings: tuple[str, ...] = ()
@@ -88,7 +88,7 @@ class CallEvidence:
                 tampered=tuple(_str(name) for name in _list(data.get("tampered", []))),
                 refused=tuple(_str(name) for name in _list(data.get("refused", []))),
                 compute_work=_work(_list(data.get("compute_work", [0, 0]))),
-                moved_elements=_count(data.get("moved_elements", 0)),
+                moved_elements=_pair(_list(data.get("moved_elements", [0, 0])), "moved_elements"),
                 host_read_elements=_count(host_reads[0]),
                 host_read_examples=tuple(_str(e) for e in _list(host_reads[1])[:8]),
                 kernel_findings=tuple(_str(f) for f in _list(data.get("kernel_findings", []))[:20]),
@@ -116,8 +116,13 @@ def _count(value: Any) -> int:
 
 
 def _work(values: list[Any]) -> tuple[int, int]:
+    return _pair(values, "compute_work")
+
+
+def _pair(values: list[Any], name: str) -> tuple[int, int]:
+    """``[a, b]`` of counts: compute work ``[elements, flops]``, moves ``[layout, dtype]``."""
     if len(values) != 2:
-        raise TypeError("compute_work must be [elements, flops]")
+        raise TypeError(f"{name} must be two counts")
     return _count(values[0]), _count(values[1])
 
 
@@ -181,7 +186,8 @@ def check_output_from_kernel(evidence: CallEvidence) -> Violation | None:
 
 
 def check_no_pytorch_fallback(evidence: CallEvidence, reference_ops: list[str],
-                              reference_work: tuple[int, int] = (0, 0), reference_moved: int = 0) -> Violation | None:
+                              reference_work: tuple[int, int] = (0, 0),
+                              reference_moved: tuple[int, int] = (0, 0)) -> Violation | None:
     """The forward does not do the reference's work in PyTorch (a fallback).
 
     Defends against: ``forward`` calling ``torch.matmul``, ``F.*``, Tensor methods, ``@``, or the
@@ -355,7 +361,8 @@ def check_kernels_are_triton(evidence: CallEvidence) -> Violation | None:
 
 
 def run_call_checks(evidence: CallEvidence, reference_ops: list[str],
-                    reference_work: tuple[int, int] = (0, 0), reference_moved: int = 0) -> list[Violation]:
+                    reference_work: tuple[int, int] = (0, 0),
+                    reference_moved: tuple[int, int] = (0, 0)) -> list[Violation]:
     """All per-call checks, in a fixed order."""
     found = [
         check_nothing_refused(evidence),

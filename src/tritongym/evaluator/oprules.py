@@ -39,8 +39,8 @@ def canonical_op(name: str, _families: Any = _OP_FAMILIES) -> str:
     return _families.get(full, full)
 
 
-def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int], candidate_moved: int = 0,
-                reference_moved: int = 0) -> str | None:
+def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int],
+                candidate_moved: tuple[int, int] = (0, 0), reference_moved: tuple[int, int] = (0, 0)) -> str | None:
     """Why the candidate's PyTorch ops did the reference's work, or None.
 
     ``work = (elements, flops)``, elements being what compute ops read. A fallback when the
@@ -49,10 +49,12 @@ def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]
     a broadcast multiply and sum, or keeping the GEMM in PyTorch and writing only the epilogue in Triton.
 
     A reference with no compute op at all only moves data (``x.transpose(1, 2).contiguous()``, a
-    cast): its work is the elements its copies wrote in a new layout or dtype (``moved``,
-    `optrace.op_moves`), and the candidate's copies of that kind plus whatever its compute ops
-    read (a transpose spelled with ``cat`` or ``gather``) must stay below it. Without this a
-    PyTorch fallback of a transpose got full reward (found on an H100, reproduced on the CPU).
+    cast): its work is the elements its copies wrote in a new layout and in a new dtype
+    (``moved = (layout, dtype)``, `optrace.op_moves`), and the candidate's copies of the kinds the
+    reference makes, plus whatever its compute ops read (a transpose spelled with ``cat`` or
+    ``gather``), must stay below it. Kind by kind: an honest transpose that upcasts in PyTorch
+    first moves no layout. Without this rule a PyTorch fallback of a transpose got full reward
+    (found on an H100, reproduced on the CPU).
     """
     elements, flops = candidate_work
     ref_elements, ref_flops = reference_work
@@ -61,9 +63,14 @@ def heavy_share(candidate_work: tuple[int, int], reference_work: tuple[int, int]
     if ref_elements > 0 and elements >= ref_elements:
         return (f"PyTorch compute ops read {elements} elements, as many as the reference's whole "
                 f"computation ({ref_elements})")
-    if ref_elements == 0 and ref_flops == 0 and reference_moved > 0 and candidate_moved + elements >= reference_moved:
-        return (f"the reference only moves data ({reference_moved} elements copied into a new layout or dtype) and "
-                f"PyTorch ops moved or read as many ({candidate_moved + elements})")
+    kinds = [kind for kind in (0, 1) if reference_moved[kind] > 0]
+    if ref_elements == 0 and ref_flops == 0 and kinds:
+        reference_total = sum(reference_moved[kind] for kind in kinds)
+        candidate_total = elements + sum(candidate_moved[kind] for kind in kinds)
+        if candidate_total >= reference_total:
+            what = " and ".join(("a new layout", "a new dtype")[kind] for kind in kinds)
+            return (f"the reference only moves data ({reference_total} elements copied into {what}) and PyTorch "
+                    f"ops moved or read as many ({candidate_total})")
     return None
 
 

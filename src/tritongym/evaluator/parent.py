@@ -447,12 +447,12 @@ class _Evaluation:
         ops = payload.get("compute_ops")
         moved = payload.get("moved")
         if not (isinstance(work, list) and len(work) == 2 and all(type(v) is int and v >= 0 for v in work)
-                and type(moved) is int and moved >= 0
+                and isinstance(moved, list) and len(moved) == 2 and all(type(v) is int and v >= 0 for v in moved)
                 and isinstance(ops, list) and all(isinstance(o, str) for o in ops)):
             raise ProtocolError("malformed replay report")
         from tritongym.evaluator.oprules import covers_reference, heavy_share
 
-        why = heavy_share((work[0], work[1]), record.compute_work, moved, record.moved_elements)
+        why = heavy_share((work[0], work[1]), record.compute_work, (moved[0], moved[1]), record.moved_elements)
         if why is None and covers_reference(ops, self.reference_ops):
             why = f"the logged PyTorch ops include every compute op of the reference ({', '.join(ops[:6])})"
         if why is not None:

@@ -85,8 +85,8 @@ class ReferenceTrial:
     finite: bool
     compute_work: tuple[int, int] = (0, 0)
     truth: Any = None
-    #: elements the reference's copies wrote in a new layout or dtype (`optrace.op_moves`)
-    moved_elements: int = 0
+    #: elements the reference's copies wrote in a new layout, and in a new dtype (`optrace.op_moves`)
+    moved_elements: tuple[int, int] = (0, 0)
 
 
 class ReferenceRunner:
@@ -216,14 +216,16 @@ class ReferenceRunner:
         """Inputs from `seed` (perturbed by `family`) and the reference's outputs on them."""
         reply = self.request("trial", {"seed": seed, "family": family, "truth": truth}, "trial",
                              required={"inputs": list, "expected": object, "compute_ops": list, "finite": bool},
-                             optional={"compute_work": (list, tuple), "moved_elements": int})
+                             optional={"compute_work": (list, tuple), "moved_elements": (list, tuple)})
         work = reply.get("compute_work", (0, 0))
-        moved = reply.get("moved_elements", 0)
-        if len(work) != 2 or not all(_is_a(v, int) for v in work) or not _is_a(moved, int) or \
+        moved = reply.get("moved_elements", (0, 0))
+        if len(work) != 2 or not all(_is_a(v, int) for v in work) or len(moved) != 2 or \
+                not all(_is_a(v, int) for v in moved) or \
                 not all(isinstance(op, str) for op in reply["compute_ops"]):
             raise ProblemError(f"problem {self.problem.problem_id}: the reference worker sent a malformed 'trial' "
-                               "reply (compute_ops must be op names, compute_work and moved_elements integers)")
+                               "reply (compute_ops must be op names, compute_work and moved_elements two integers "
+                               "each)")
         return ReferenceTrial(family=family, inputs=reply["inputs"], expected=reply["expected"],
                               compute_ops=list(reply["compute_ops"]), finite=reply["finite"],
                               compute_work=(int(work[0]), int(work[1])), truth=reply.get("truth"),
-                              moved_elements=int(moved))
+                              moved_elements=(int(moved[0]), int(moved[1])))

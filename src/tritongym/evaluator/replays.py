@@ -48,8 +48,8 @@ class TrialRecord:
     expected: Any
     compute_work: tuple[int, int]
     log: dict[str, Any]
-    #: the reference's elements copied into a new layout or dtype (`optrace.op_moves`)
-    moved_elements: int = 0
+    #: the reference's elements copied into a new layout, and into a new dtype (`optrace.op_moves`)
+    moved_elements: tuple[int, int] = (0, 0)
     configs: list[tuple[str, int]] = field(default_factory=list)  # (autotuned kernel, config position)
     #: external buffers whose bytes must be shown not to matter (replayed poisoned)
     poison: list[int] = field(default_factory=list)

@@ -2,8 +2,10 @@
 Family: control
 Problem: builtin/16_transpose
 Attack surface: a reference that only moves data: glue copies that do not transform must pass
-Strategy: a Triton tile transpose; before it, x.contiguous() and x.float() (no-ops on this input)
-  and a same-layout clone of the input (a memcpy, not the transform), as cautious code does
+Strategy: a Triton tile transpose in float64; around it x.contiguous() (a no-op here), a
+  same-layout clone (a memcpy, not the transform), an upcast of the input and a downcast of the
+  output in PyTorch (dtype moves of the whole tensor, twice: not a layout move, which is what the
+  reference's work is), as cautious code does
 Expected status: ok
 Expected violation: none
 Options: {}
@@ -28,8 +30,8 @@ def _transpose_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        x = x.contiguous().float().clone()
-        batch, m, n = x.shape
-        out = torch.empty(batch, n, m, dtype=x.dtype, device=x.device)
-        _transpose_kernel[(triton.cdiv(m, 32), triton.cdiv(n, 32), batch)](x, out, m, n, BLOCK_M=32, BLOCK_N=32)
-        return out
+        wide = x.contiguous().clone().double()
+        batch, m, n = wide.shape
+        out = torch.empty(batch, n, m, dtype=wide.dtype, device=wide.device)
+        _transpose_kernel[(triton.cdiv(m, 32), triton.cdiv(n, 32), batch)](wide, out, m, n, BLOCK_M=32, BLOCK_N=32)
+        return out.to(x.dtype)

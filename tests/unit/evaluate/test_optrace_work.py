@@ -323,32 +323,44 @@ def test_out_buffers_passed_by_keyword_count_as_read():
 def test_copies_into_a_new_layout_or_dtype_are_counted_as_moved_and_memcpys_are_not():
     # A reference that only moves data has this as its whole work (`oprules.heavy_share`); glue
     # that copies without transforming (a contiguous clone, a no-op .contiguous()) moves nothing.
+    # Counted as (new layout, new dtype).
     x = torch.randn(2, 3, 4)
     with OpTrace() as trace:
         x.contiguous()  # already contiguous: no op at all
         x.clone()  # same layout, same dtype: a memcpy
-    assert trace.moved_elements == 0 and trace.compute_elements == 0
+    assert trace.moved_elements == [0, 0] and trace.compute_elements == 0
     with OpTrace() as trace:
         x.transpose(1, 2).contiguous()  # 24 elements into a new layout
-    assert trace.moved_elements == 24 and trace.compute_ops() == []
+    assert trace.moved_elements == [24, 0] and trace.compute_ops() == []
     with OpTrace() as trace:
         x.double()  # a cast: 24 elements in a new dtype
-    assert trace.moved_elements == 24
+    assert trace.moved_elements == [0, 24]
     with OpTrace() as trace:
         torch.empty(2, 4, 3).copy_(x.transpose(1, 2))  # copy_ reads its second argument
         torch.empty(2, 3, 4).copy_(x)  # same layout: nothing
-    assert trace.moved_elements == 24
+        torch.empty(2, 4, 3, dtype=torch.float64).copy_(x.transpose(1, 2))  # both at once
+    assert trace.moved_elements == [48, 24]
     with OpTrace() as trace:
         x + 1  # compute is counted as compute, never as moved
-    assert trace.moved_elements == 0 and trace.compute_elements == 24
+    assert trace.moved_elements == [0, 0] and trace.compute_elements == 24
 
 
 def test_a_data_movement_reference_is_fallen_back_on_by_as_many_moved_or_read_elements():
-    # Reference: no compute op, 100 elements moved. Candidate: copies and compute reads add up.
-    assert oprules.heavy_share((0, 0), (0, 0), 99, 100) is None
-    assert "only moves data" in oprules.heavy_share((0, 0), (0, 0), 100, 100)
-    assert "only moves data" in oprules.heavy_share((60, 0), (0, 0), 40, 100)  # stack/cat spellings read
+    # Reference: no compute op, 100 elements moved into a new layout. Candidate: its layout moves and
+    # compute reads add up; its dtype moves do not (an upcast is not a transpose).
+    transpose = (100, 0)
+    assert oprules.heavy_share((0, 0), (0, 0), (99, 0), transpose) is None
+    assert "into a new layout" in oprules.heavy_share((0, 0), (0, 0), (100, 0), transpose)
+    assert "only moves data" in oprules.heavy_share((60, 0), (0, 0), (40, 0), transpose)  # stack/cat spellings
+    assert oprules.heavy_share((0, 0), (0, 0), (0, 10_000), transpose) is None
+    # A cast reference: the dtype moves count, layout copies do not.
+    cast = (0, 100)
+    assert "into a new dtype" in oprules.heavy_share((0, 0), (0, 0), (0, 100), cast)
+    assert oprules.heavy_share((0, 0), (0, 0), (500, 99), cast) is None
+    # Both kinds in the reference: both count, against their sum.
+    assert oprules.heavy_share((0, 0), (0, 0), (100, 99), (100, 100)) is None
+    assert "a new layout and a new dtype" in oprules.heavy_share((0, 0), (0, 0), (100, 100), (100, 100))
     # A reference that computes is judged by its compute work only: glue copies stay free.
-    assert oprules.heavy_share((0, 0), (1000, 0), 10_000, 10_000) is None
+    assert oprules.heavy_share((0, 0), (1000, 0), (10_000, 10_000), (10_000, 10_000)) is None
     # A reference that moves nothing: nothing to compare with.
-    assert oprules.heavy_share((0, 0), (0, 0), 10_000, 0) is None
+    assert oprules.heavy_share((0, 0), (0, 0), (10_000, 10_000), (0, 0)) is None

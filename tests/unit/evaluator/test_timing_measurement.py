@@ -227,7 +227,7 @@ class ScriptedRoom:
             answer = "timed" if kind == "time" else "profiled"
             return Message(answer, self.timed) if isinstance(self.timed, dict) else Message("error", self.timed[1])
         return Message("replayed", {"outputs": payload["inputs"][0].clone(), "compute_ops": [], "work": [0, 0],
-                                    "launches": 1})
+                                    "moved": [0, 0], "launches": 1})
 
 
 def _records(run: _Evaluation) -> None:

@@ -75,8 +75,8 @@ class Replay:
         self.compute_ops: dict[str, None] = {}
         self.elements = 0
         self.flops = 0
-        #: elements copied into a new layout or dtype (`optrace.op_moves`)
-        self.moved = 0
+        #: elements copied into a new layout, and into a new dtype (`optrace.op_moves`)
+        self.moved = [0, 0]
         self.launches = 0
         #: compiled kernel name -> launches (GPU: `CompiledKernel.name`), for the coverage profile
         self.compiled: dict[str, int] = {}
@@ -265,7 +265,9 @@ class Replay:
             self.elements += work[0]
             self.flops += work[1]
         else:
-            self.moved += op_moves(func, args, kwargs, out)
+            layout, dtype = op_moves(func, args, kwargs, out)
+            self.moved[0] += layout
+            self.moved[1] += dtype
 
     def _run_launch(self, event: dict[str, Any]) -> None:
         kernel = self.builder.build(event["launch"], self.kernels).jit

@@ -260,28 +260,28 @@ _COPY_OPS = frozenset(
 )
 
 
-def op_moves(func: Any, args: Any, kwargs: Any, out: Any, _copies: frozenset = _COPY_OPS) -> int:
-    """Elements a plain copy wrote in another layout or dtype than its source's, else 0.
+def op_moves(func: Any, args: Any, kwargs: Any, out: Any, _copies: frozenset = _COPY_OPS) -> tuple[int, int]:
+    """``(elements written in a new layout, elements written in a new dtype)`` by a plain copy.
 
     Copies are not compute (`is_compute`): ``x.contiguous()`` or ``x.float()`` before a kernel is
     glue in honest code. But when the reference itself only moves data (a transpose made
     contiguous, a cast), such a copy *is* the problem's work, and `oprules.heavy_share` compares
-    these elements with the reference's. A same-layout, same-dtype copy (``clone`` of a
-    contiguous tensor) moves nothing in this sense: it is a memcpy, not the transform.
+    these elements with the reference's, kind by kind (a transpose's upcast glue is not a
+    transpose). A same-layout, same-dtype copy (``clone`` of a contiguous tensor) moves nothing in
+    this sense: it is a memcpy, not the transform.
     """
     if op_name(func) not in _copies:
-        return 0
+        return (0, 0)
     tensors = _tensors(kwargs, _tensors(args, []))
     outputs = _tensors(out, [])
     if not outputs or not tensors:
-        return 0
+        return (0, 0)
     # copy_(self, src) writes into its first argument from its second; the others copy their first.
     source = tensors[1] if op_name(func) in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize") \
         and len(tensors) > 1 else tensors[0]
     target = outputs[0]
-    if source.dtype != target.dtype or source.shape != target.shape or source.stride() != target.stride():
-        return target.numel()
-    return 0
+    layout = source.shape != target.shape or source.stride() != target.stride()
+    return (target.numel() if layout else 0, target.numel() if source.dtype != target.dtype else 0)
 
 
 def op_work(func: Any, args: Any, kwargs: Any, out: Any, _flops: Any = _FLOPS) -> tuple[int, int] | None:
@@ -324,8 +324,8 @@ class OpTrace(TorchDispatchMode):
         self.compute: dict[str, None] = {}
         self.compute_elements = 0
         self.compute_flops = 0
-        #: Elements plain copies wrote in a new layout or dtype (`op_moves`).
-        self.moved_elements = 0
+        #: Elements plain copies wrote in a new layout, and in a new dtype (`op_moves`).
+        self.moved_elements = [0, 0]
         #: Every op dispatched while active, whoever asked (the host-read trace's cross-check).
         self.seen = 0
         #: Elements of input-derived tensors the candidate copied from a GPU to the host.
@@ -368,7 +368,9 @@ class OpTrace(TorchDispatchMode):
             self.compute_elements += work[0]
             self.compute_flops += work[1]
         else:
-            self.moved_elements += op_moves(func, args, kwargs, out)
+            layout, dtype = op_moves(func, args, kwargs, out)
+            self.moved_elements[0] += layout
+            self.moved_elements[1] += dtype
         return out
 
     def _note_transfer(self, args: Any, out: Any) -> None:
