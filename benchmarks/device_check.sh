@@ -14,7 +14,8 @@
 # each as they finish, a failure's report at once: benchmarks/pytest_live_failures.py), the GPU
 # validation table with a fresh process per evaluation, then with the warm pool; the full logs
 # are written to $OUT when it is set. First, which set-up step of a jailed fork server's child stops
-# CUDA (benchmarks/gpu_fork_diagnosis.py). DIAG_S / TESTS_S / VALID_S / POOL_S bound each part in
+# CUDA (benchmarks/gpu_fork_diagnosis.py); then the pool through fork servers that give each child
+# a procfs of its own (the fix for that, FORK_S). DIAG_S / TESTS_S / VALID_S / FORK_S / POOL_S bound each part in
 # seconds (0 skips it); ONLY and RUNS choose the validation's problems, WORKERS the pool's evaluations
 # at once; TESTS picks tests (pytest -k), TEST_IDS names them instead, run in the order given.
 set -u
@@ -53,6 +54,13 @@ fi
 if [ "$VALID_S" -gt 0 ]; then
   log "GPU validation, a fresh process per evaluation (at most ${VALID_S} s): $ONLY x $RUNS"
   timeout "$VALID_S" python3 benchmarks/gpu_validation.py --runs "$RUNS" --only "$ONLY" 2>&1 | tee "$OUT/gpu_validation.log"
+fi
+if [ "${FORK_S:-120}" -gt 0 ]; then
+  # The GPU fork server with a procfs per child (not yet run on a GPU): do its children pass the
+  # GPU probe now, and how many evaluations per hour does the warm pool give with it?
+  log "GPU validation through jailed fork servers, TRITONGYM_GPU_FORKSERVER=1 (at most ${FORK_S:-120} s)"
+  TRITONGYM_GPU_FORKSERVER=1 timeout "${FORK_S:-120}" python3 benchmarks/gpu_validation.py --pool --workers 1 \
+    --runs 2 --only "${FORK_ONLY:-01_scaled_add,07_softmax}" 2>&1 | tee "$OUT/gpu_validation_forkserver.log"
 fi
 if [ "$POOL_S" -gt 0 ]; then
   log "GPU validation, the warm pool, $WORKERS at once (at most ${POOL_S} s): $ONLY x $RUNS"

@@ -131,18 +131,27 @@ def forkserver_problem() -> str | None:
     return None
 
 
+#: Opts GPU pools into jailed fork servers (`jailed_forkserver_problem`).
+GPU_FORKSERVER_ENV = "TRITONGYM_GPU_FORKSERVER"
+
 #: Why a jailed fork server is not used on a GPU (`jailed_forkserver_problem`).
 GPU_FORK_PROBLEM = (
-    "a jailed fork server's children cannot use the GPU: cuInit fails with error 304 (torch: "
-    "'Unexpected error from cudaGetDeviceCount') before any candidate code runs (an H200 and an H100, "
+    "a jailed fork server's children could not use the GPU: cuInit failed with error 304 (torch: "
+    "'Unexpected error from cudaGetDeviceCount') before any candidate code ran (an H200 and an H100, "
     "2026-11-26); cause: a child in a nested PID namespace under the jail's procfs, where getpid() and "
-    "/proc/self disagree (benchmarks/gpu_fork_diagnosis.py, tests/execution/test_gpu_fork_cause.py), "
-    "so GPUs get fresh jailed workers, which work")
+    "/proc/self disagree (benchmarks/gpu_fork_diagnosis.py, tests/execution/test_gpu_fork_cause.py). "
+    "GPU fork servers now give each child a procfs of its own (not yet run on a GPU: set "
+    f"{GPU_FORKSERVER_ENV}=1 to use them); until verified, GPUs get fresh jailed workers, which work")
+
+#: CPU jails have no /proc, so a CPU fork server's children mount none; tests set this to run the
+#: GPU jail's procfs set-up (the host's procfs bound, a fresh one per child) on a CPU.
+FRESH_PROC_ON_CPU = False
 
 
 def jailed_forkserver_problem(device: str) -> str | None:
-    """`forkserver_problem`, and None only where a jailed fork server's children work on `device`."""
-    if device == "cuda" or device.startswith("cuda:"):
+    """`forkserver_problem`, and None only where a jailed fork server's children work on `device`
+    (on a GPU: only with ``TRITONGYM_GPU_FORKSERVER=1``, until a GPU run verifies them)."""
+    if (device == "cuda" or device.startswith("cuda:")) and os.environ.get(GPU_FORKSERVER_ENV) != "1":
         return GPU_FORK_PROBLEM
     return forkserver_problem()
 
@@ -252,6 +261,10 @@ class ForkServerLauncher:
         else:
             self.cgroup = create_cgroup(f"tritongym-slot-{secrets.token_hex(6)}", 1 << 20, 1 << 62,
                                         cpu_cores=max(1, threads or 1))
+        #: each child mounts a procfs of its own PID namespace (`forkserver_main._grandchild`)
+        #: over the host's, bound into the jail for this: a GPU jail needs a /proc that agrees
+        #: with getpid() (CUDA's cuInit fails with 304 otherwise, `GPU_FORK_PROBLEM`)
+        self.fresh_proc = not trusted and (device.startswith("cuda") or FRESH_PROC_ON_CPU)
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = spawn_worker(
@@ -262,7 +275,7 @@ class ForkServerLauncher:
                 interpret=device == "cpu", cgroup=self.cgroup,
                 cap_add=() if trusted else ("CAP_SYS_ADMIN", "CAP_SETPCAP"),
                 ro_binds=() if trusted else ((str(self._jobs), "/jobs"), *[(f, alt) for alt, f in self._rebinds]),
-                jail_seccomp=False,
+                jail_seccomp=False, host_proc=self.fresh_proc,
                 extra_args=("--trusted",) if trusted else (), threads=threads)
         except BaseException:
             parent_end.close()
@@ -394,7 +407,7 @@ class ForkServerLauncher:
                  "files": files, "argv": argv,
                  "limits": limits.pairs(self.device.startswith("cuda")),
                  "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads,
-                 "rebind": self._rebinds}
+                 "rebind": self._rebinds, "fresh_proc": self.fresh_proc}
         log_path = Path(kwargs["log_path"])
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

@@ -229,6 +229,12 @@ def _private_dev(size: int) -> None:
 def _grandchild(job: dict, channel_fd: int, log_fd: int) -> None:
     """PID 1 of the job's namespace: finish the jail, start the role's worker, wait for it."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if job.get("fresh_proc"):
+        # A procfs of this PID namespace over the host's (bound into a GPU server's jail for
+        # this): /proc then shows only this job's processes and agrees with getpid(), which CUDA
+        # needs (cuInit 304 under the jail's procfs). A failure ends the set-up: no candidate
+        # code ever runs with the host's procfs in view.
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     worker = WORKERS[job["role"]]
     size = int(job["job_bytes"])
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")

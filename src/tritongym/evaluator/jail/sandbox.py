@@ -239,7 +239,8 @@ def _gpu_binds(visible_devices: str | None = None, device_order: str | None = No
 
 def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = None, *,
                   job_dir_bytes: int | None = None, seccomp_fd: int | None = None,
-                  cap_add: tuple[str, ...] = (), ro_binds: tuple[tuple[str, str], ...] = ()) -> list[str]:
+                  cap_add: tuple[str, ...] = (), ro_binds: tuple[tuple[str, str], ...] = (),
+                  host_proc: bool = False) -> list[str]:
     """The bubblewrap prefix that jails one worker (see the module docstring).
 
     The job directory appears as a size-capped tmpfs at ``/job`` with every file of `job_dir`
@@ -250,7 +251,10 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     (CUDA does not start without one). `seccomp_fd` is a cBPF program (`seccomp`).
     `cap_add` keeps capabilities inside the jail's user namespace (the fork server's children need
     ``CAP_SYS_ADMIN`` there to mount their private folders; they drop it before candidate code);
-    `ro_binds` are extra ``(host, jail)`` read-only binds.
+    `ro_binds` are extra ``(host, jail)`` read-only binds. `host_proc` binds the host's procfs
+    instead (a GPU fork server's jail: each child mounts a procfs of its own PID namespace over it
+    before any candidate code, `forkserver_main._grandchild`; the kernel allows that mount only
+    where a procfs is fully visible, and bwrap's ``--proc`` is not, tests/execution/test_gpu_fork_cause.py).
     """
     path = shutil.which("bwrap")
     if path is None:
@@ -276,10 +280,13 @@ def bwrap_command(job_dir: str, cuda: bool, gpu_env: dict[str, str] | None = Non
     args += ["--dev", "/dev", *size, "--tmpfs", "/tmp"]
     for folder in python_paths():
         args += ["--ro-bind", folder, folder]
-    if cuda:
+    if host_proc:
+        args += ["--bind", "/proc", "/proc"]
+    elif cuda:
         # The CUDA driver reads /proc (cudaGetDeviceCount fails with error 304 without it, seen on
         # an H200): a fresh procfs of the jail's own PID namespace, which shows no host process.
         args += ["--proc", "/proc"]
+    if cuda:
         gpu_env = gpu_env or {}
         args += _gpu_binds(gpu_env.get("CUDA_VISIBLE_DEVICES"), gpu_env.get("CUDA_DEVICE_ORDER"))
     if job_dir_bytes is None:
@@ -443,6 +450,7 @@ def spawn_worker(
     ro_binds: tuple[tuple[str, str], ...] = (),
     jail_seccomp: bool = True,
     threads: int | None = None,
+    host_proc: bool = False,
 ) -> WorkerProcess:
     """Start ``python -I -m <module>`` as a worker, jailed when `mode` is ``bwrap``.
 
@@ -487,7 +495,8 @@ def spawn_worker(
 
     seccomp_fd = seccomp.program_fd() if mode == "bwrap" and jail_seccomp else None
     prefix = bwrap_command(str(job_dir), cuda, gpu_env, job_dir_bytes=limits.job_dir_bytes,
-                           seccomp_fd=seccomp_fd, cap_add=cap_add, ro_binds=ro_binds) if mode == "bwrap" else []
+                           seccomp_fd=seccomp_fd, cap_add=cap_add, ro_binds=ro_binds,
+                           host_proc=host_proc) if mode == "bwrap" else []
     env.update({"HOME": home, "TMPDIR": "/tmp" if mode == "bwrap" else str(job_dir),
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")})
     argv = [*prefix, sys.executable, "-I", "-u", "-B", "-m", module, "--fd", str(channel_fd)]
