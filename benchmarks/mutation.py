@@ -62,6 +62,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                              "tests/unit/evaluate/test_optrace_work.py",
                                              "tests/unit/evaluate/test_hostread.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
+    "oprules": (f"{EVALUATOR}/oprules.py", ["tests/unit/evaluate/test_optrace_work.py",
+                                             "tests/unit/evaluate/test_checks.py", DEFAULTS_TEST]),
+    # The timing protocol (GPU figures), driven by recording fake clocks and fake workers.
+    "timing": (f"{EVALUATOR}/worker/timing.py", ["tests/unit/evaluator/test_timing.py",
+                                                 "tests/unit/evaluator/test_timing_device.py"]),
+    "measurement": (f"{EVALUATOR}/measurement.py", ["tests/unit/evaluator/test_timing_measurement.py"]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
     "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
     "correction": (f"{RL}/correction.py", ["tests/unit/rl"]),

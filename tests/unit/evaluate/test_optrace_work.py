@@ -362,5 +362,6 @@ def test_a_data_movement_reference_is_fallen_back_on_by_as_many_moved_or_read_el
     assert "a new layout and a new dtype" in oprules.heavy_share((0, 0), (0, 0), (100, 100), (100, 100))
     # A reference that computes is judged by its compute work only: glue copies stay free.
     assert oprules.heavy_share((0, 0), (1000, 0), (10_000, 10_000), (10_000, 10_000)) is None
-    # A reference that moves nothing: nothing to compare with.
+    # A reference that moves nothing: nothing to compare with; one element is something.
     assert oprules.heavy_share((0, 0), (0, 0), (10_000, 10_000), (0, 0)) is None
+    assert oprules.heavy_share((0, 0), (0, 0), (1, 0), (1, 0)) is not None
