@@ -345,6 +345,21 @@ def test_copies_into_a_new_layout_or_dtype_are_counted_as_moved_and_memcpys_are_
     assert trace.moved_elements == [0, 0] and trace.compute_elements == 24
 
 
+def test_op_moves_reads_the_source_each_copy_op_names():
+    aten = torch.ops.aten
+    x = torch.randn(3, 4)
+    wide = torch.empty(3, 4, dtype=torch.float64)
+    # copy_(self, src): the source is the second argument; _copy_from(self, dst): the first.
+    assert optrace.op_moves(aten.copy_.default, (wide, x), {}, wide) == (0, 12)
+    assert optrace.op_moves(aten._copy_from.default, (x, wide), {}, wide) == (0, 12)
+    assert optrace.op_moves(aten._copy_from.default, (x.t(), torch.empty(4, 3)), {}, torch.empty(4, 3)) == (12, 0)
+    # Tensor.to(other): the source is the tensor converted, not the one whose dtype it takes.
+    assert optrace.op_moves(aten.to.other, (x, torch.empty(0, dtype=torch.float64)), {}, wide) == (0, 12)
+    # Not a copy, or a copy with no tensor result: nothing moved.
+    assert optrace.op_moves(aten.add.Tensor, (x, x), {}, x + x) == (0, 0)
+    assert optrace.op_moves(aten.clone.default, (x,), {}, None) == (0, 0)
+
+
 def test_a_data_movement_reference_is_fallen_back_on_by_as_many_moved_or_read_elements():
     # Reference: no compute op, 100 elements moved into a new layout. Candidate: its layout moves and
     # compute reads add up; its dtype moves do not (an upcast is not a transpose).

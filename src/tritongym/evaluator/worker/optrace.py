@@ -276,9 +276,9 @@ def op_moves(func: Any, args: Any, kwargs: Any, out: Any, _copies: frozenset = _
     outputs = _tensors(out, [])
     if not outputs or not tensors:
         return (0, 0)
-    # copy_(self, src) writes into its first argument from its second; the others copy their first.
-    source = tensors[1] if op_name(func) in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize") \
-        and len(tensors) > 1 else tensors[0]
+    # copy_(self, src) writes into its first argument from its second; the others copy their
+    # first (``_copy_from(self, dst)`` too: it writes self into dst).
+    source = tensors[1] if op_name(func) == "aten::copy_" and len(tensors) > 1 else tensors[0]
     target = outputs[0]
     layout = source.shape != target.shape or source.stride() != target.stride()
     return (target.numel() if layout else 0, target.numel() if source.dtype != target.dtype else 0)
