@@ -334,7 +334,8 @@ def test_copies_into_a_new_layout_or_dtype_are_counted_as_moved_and_memcpys_are_
     assert trace.moved_elements == [24, 0] and trace.compute_ops() == []
     with OpTrace() as trace:
         x.double()  # a cast: 24 elements in a new dtype
-    assert trace.moved_elements == [0, 24]
+        x.half()  # and another: the moves add up
+    assert trace.moved_elements == [0, 48]
     with OpTrace() as trace:
         torch.empty(2, 4, 3).copy_(x.transpose(1, 2))  # copy_ reads its second argument
         torch.empty(2, 3, 4).copy_(x)  # same layout: nothing
