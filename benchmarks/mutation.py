@@ -66,6 +66,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                              "tests/unit/evaluate/test_checks.py", DEFAULTS_TEST]),
     # The timing protocol (GPU figures), driven by recording fake clocks and fake workers.
     "timing": (f"{EVALUATOR}/worker/timing.py", ["tests/unit/evaluator/test_timing.py",
+                                                 "tests/unit/evaluator/test_timing_session.py",
                                                  "tests/unit/evaluator/test_timing_device.py"]),
     "measurement": (f"{EVALUATOR}/measurement.py", ["tests/unit/evaluator/test_timing_measurement.py"]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
