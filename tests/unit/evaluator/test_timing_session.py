@@ -150,7 +150,8 @@ def test_a_cpu_rep_is_the_host_clock_around_a_call_without_autograd():
 def test_a_gpu_timer_sizes_its_flush_from_the_l2_and_makes_the_real_clock(monkeypatch):
     made: dict = {}
     properties = types.SimpleNamespace(L2_cache_size=200 << 20)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: made.setdefault("props", device) and properties)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: made.setdefault("props", device) and properties)
     monkeypatch.setattr(torch, "empty",
                         lambda n, dtype, device: made.update(n=n, dtype=dtype, device=device) or "buffer")
     monkeypatch.setattr(timing, "cuda_clock", lambda device: made.setdefault("clock", device) and "clock")
