@@ -154,12 +154,13 @@ def test_a_gpu_timer_sizes_its_flush_from_the_l2_and_makes_the_real_clock(monkey
                         lambda device: made.setdefault("props", device) and properties)
     monkeypatch.setattr(torch, "empty",
                         lambda n, dtype, device: made.update(n=n, dtype=dtype, device=device) or "buffer")
+    # torch.empty takes a whole number of elements
     monkeypatch.setattr(timing, "cuda_clock", lambda device: made.setdefault("clock", device) and "clock")
     device = torch.device("cuda", 1)
     timer = RepTimer(device)
     assert timer.clock == "clock" and made["clock"] == device and made["props"] == device
     assert timer.flush_buffer == "buffer" and made["dtype"] == torch.int32 and made["device"] == device
-    assert made["n"] == 2 * (200 << 20) // 4  # twice the L2, in int32 elements
+    assert made["n"] == 2 * (200 << 20) // 4 and type(made["n"]) is int  # twice the L2, in int32 elements
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace())
     RepTimer(device)
     assert made["n"] == timing.MIN_FLUSH_BYTES // 4  # no L2 figure: the minimum
@@ -187,3 +188,76 @@ def test_warm_up_makes_at_least_the_minimum_calls_and_synchronizes_after_each():
     assert len(made) == 4 and fake.calls == ["call", "synchronize"] * 4
     cpu = RepTimer(torch.device("cpu"))
     assert cpu.warm_up(lambda: None, lambda: [], budget_ms=1e9, min_calls=1) == 10_000  # the cap
+
+
+def test_a_failed_or_unknown_variant_does_not_stop_the_next_one_and_constructor_hooks_are_kept(sends):
+    fake = FakeDevice()
+    channel = RecordingChannel()
+    module = _module("import torch\ndef get_inputs():\n    return [torch.randn(3)]\n")
+    session = TimingSession(channel, fake.model(), module, torch.device("cpu"), timer=cuda_timer(fake),
+                            variants={"compile": lambda: fake.model()}, extra_ready=lambda: {"note": 1},
+                            measured={"bytes_per_s": 1.0, "flops_per_s": 2.0}, observe=lambda: {})
+    session.handle("time_start", {"warmup_ms": 0.0, "variants": ["unknown", "compile"]})
+    ready = channel.sent[-1][1]
+    assert ready["variants"] == {"unknown": "not available in this worker", "compile": None} and ready["note"] == 1
+    assert session.threads_before == 0  # an observation without a thread count
+    session.handle("bandwidth", {})
+    assert channel.sent[-1] == ("bandwidth", {"bytes_per_s": 1.0, "flops_per_s": 2.0})
+    session.handle("observe", {})
+    assert session.threads_before == 0
+
+
+def test_a_gpu_session_measures_bandwidth_when_it_was_not_measured_at_set_up(sends, monkeypatch):
+    fake = FakeDevice()
+    monkeypatch.setattr(timing, "measure_copy_bandwidth", lambda device: 3.0e12)
+    monkeypatch.setattr(timing, "measure_matmul_rate", lambda device: 5.0e14)
+    module = _module("import torch\ndef get_inputs():\n    return [torch.randn(3)]\n")
+    channel = RecordingChannel()
+    session = TimingSession(channel, fake.model(), module, torch.device("cuda"), timer=cuda_timer(fake))
+    session.handle("bandwidth", {})
+    assert channel.sent[-1] == ("bandwidth", {"bytes_per_s": 3.0e12, "flops_per_s": 5.0e14})
+    session.measured = {"bytes_per_s": 1.0, "flops_per_s": 1.0}
+    session.handle("bandwidth", {})
+    assert channel.sent[-1] == ("bandwidth", {"bytes_per_s": 1.0, "flops_per_s": 1.0})
+
+
+def test_a_gpu_rep_flushes_the_timers_buffer_and_reports_the_host_clock_in_ms():
+    import dataclasses
+
+    fake = FakeDevice()
+    flushed: list = []
+    clock = fake.clock()
+    clock = dataclasses.replace(clock, zero_=lambda buffer: flushed.append(buffer) or fake.clock().zero_(buffer))
+    timer = RepTimer(torch.device("cuda"), clock=clock, flush_buffer="the flush buffer")
+    ticks = iter([2.0, 2.004])
+    timed = timer.time_call(fake.model(), [], _perf_counter=lambda: next(ticks))
+    assert flushed == ["the flush buffer"]
+    assert timed.host_ms == pytest.approx(4.0)
+
+
+def test_a_tail_exactly_at_the_bound_is_not_charged_and_one_beyond_it_is():
+    from tritongym.evaluator.worker.timing import CudaClock
+
+    labels = iter(["start", "end", "idle"] * 2)
+    spans = {("start", "end"): 1.0, ("end", "idle"): 0.5, ("start", "idle"): 1.5}
+    clock = CudaClock(synchronize=lambda: None, new_event=lambda: next(labels), record=lambda e: None,
+                      wait=lambda e: None, elapsed_ms=lambda a, b: spans[(a, b)], zero_=lambda b: None)
+    timer = RepTimer(torch.device("cuda"), clock=clock, flush_buffer="x")
+    timer.tail_bound_ms = 0.5
+    at_bound = timer.time_call(lambda: None, [])
+    assert (at_bound.ms, at_bound.tail_ms, at_bound.charged) == (1.0, 0.5, False)
+    timer.tail_bound_ms = 0.49
+    beyond = timer.time_call(lambda: None, [])
+    assert (beyond.ms, beyond.charged) == (1.5, True)  # the tail is charged to the call
+
+
+def test_a_cpu_timer_with_a_clock_still_neither_holds_nor_measures_dispatch():
+    fake = FakeDevice()
+    timer = RepTimer(torch.device("cpu"), clock=fake.clock(), flush_buffer="x")
+    assert timer.hide_dispatch(1.0) == 0.0 and timer.hold_cycles == 0
+    assert timer.dispatch_ms(fake.model(), lambda: []) == 0.0 and fake.calls == []
+
+
+def test_warm_up_stops_at_its_budget_in_milliseconds():
+    calls = RepTimer(torch.device("cpu")).warm_up(lambda: time.sleep(0.001), lambda: [], budget_ms=5.0, min_calls=1)
+    assert 2 <= calls < 100
