@@ -209,13 +209,18 @@ def test_a_failed_or_unknown_variant_does_not_stop_the_next_one_and_constructor_
 
 def test_a_gpu_session_measures_bandwidth_when_it_was_not_measured_at_set_up(sends, monkeypatch):
     fake = FakeDevice()
-    monkeypatch.setattr(timing, "measure_copy_bandwidth", lambda device: 3.0e12)
-    monkeypatch.setattr(timing, "measure_matmul_rate", lambda device: 5.0e14)
-    module = _module("import torch\ndef get_inputs():\n    return [torch.randn(3)]\n")
+    asked: list = []
+    monkeypatch.setattr(timing, "measure_copy_bandwidth", lambda device: asked.append(device) or 3.0e12)
+    monkeypatch.setattr(timing, "measure_matmul_rate", lambda device: asked.append(device) or 5.0e14)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"GPU {device}")
+    module = _module("def get_inputs():\n    return []\n")  # nothing to allocate on a device this machine lacks
     channel = RecordingChannel()
     session = TimingSession(channel, fake.model(), module, torch.device("cuda"), timer=cuda_timer(fake))
     session.handle("bandwidth", {})
     assert channel.sent[-1] == ("bandwidth", {"bytes_per_s": 3.0e12, "flops_per_s": 5.0e14})
+    assert asked == [torch.device("cuda")] * 2
+    session.handle("time_start", {"warmup_ms": 0.0})
+    assert channel.sent[-1][1]["device_name"] == "GPU cuda"
     session.measured = {"bytes_per_s": 1.0, "flops_per_s": 1.0}
     session.handle("bandwidth", {})
     assert channel.sent[-1] == ("bandwidth", {"bytes_per_s": 1.0, "flops_per_s": 1.0})
@@ -261,3 +266,16 @@ def test_a_cpu_timer_with_a_clock_still_neither_holds_nor_measures_dispatch():
 def test_warm_up_stops_at_its_budget_in_milliseconds():
     calls = RepTimer(torch.device("cpu")).warm_up(lambda: time.sleep(0.001), lambda: [], budget_ms=5.0, min_calls=1)
     assert 2 <= calls < 100
+
+
+def test_a_variant_that_fails_to_build_is_dropped_and_named_with_its_exception(sends):
+    fake = FakeDevice()
+
+    def broken():
+        raise ValueError("x" * 900)
+
+    session, channel = _session(fake, variants={"compile": broken})
+    session.handle("time_start", {"warmup_ms": 0.0, "variants": ["compile"]})
+    message = channel.sent[-1][1]["variants"]["compile"]
+    assert message == "ValueError: " + "x" * 500  # the type, then at most 500 characters
+    assert set(session.models) == {"eager"}
