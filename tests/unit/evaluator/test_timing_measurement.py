@@ -444,3 +444,44 @@ def test_speedup_vs_compile_survives_the_json_round_trip():
     back = EvalResult.from_dict(result.to_dict())
     assert back.speedup_vs_compile == 1.25 and back.timing.compile_reference_median_ms == 0.625
     assert EvalResult.from_dict({"status": "ok"}).speedup_vs_compile is None
+
+
+# -- the report, field by field (mutation testing of measurement.py found fields no test read) -----
+
+def _report(**fields: Any) -> TimingReport:
+    base = dict(method="scripted", device_name="fake", reference_median_ms=2.0, candidate_median_ms=1.0,
+                reference_reps=6, candidate_reps=6, reference_host_median_ms=2.0, candidate_host_median_ms=1.0,
+                wall_clock_estimate_ms=None, floor_ms=None, bandwidth_gbps=None, meaningful=False, baseline="eager",
+                compile_reference_median_ms=None, flop_floor_ms=None, charged_reps=0, reported_median_ms=1.0,
+                replay_median_ms=None, replay_reps=0)
+    return TimingReport(**{**base, **fields})
+
+
+def test_the_cpu_report_field_by_field():
+    run = evaluation()
+    measurement.run_timing(run, ScriptedReference(ms=2.0), honest_candidate(ms=1.0))
+    assert run.violations == {} and run.notices == []
+    # The parent's own clock of scripted round trips: the baseline plus microseconds.
+    assert run.timing.wall_clock_estimate_ms == pytest.approx(2.0, abs=0.05)
+    assert run.timing == _report(wall_clock_estimate_ms=run.timing.wall_clock_estimate_ms)
+
+
+def test_the_gpu_report_adds_the_floor_and_the_bandwidth_and_a_report_at_the_floor_passes():
+    for candidate_ms in (1.5, 1.0):  # above the floor, exactly at it
+        run = evaluation(device="cuda")
+        run.bytes_moved = 6_000_000_000  # at 3e12 B/s with the floor's slack of 2: 1.0 ms
+        measurement.run_timing(run, ScriptedReference(ms=2.0), honest_candidate(ms=candidate_ms))
+        assert run.violations == {}, (candidate_ms, run.violations)
+        assert run.timing == _report(method="scripted, held", candidate_median_ms=candidate_ms,
+                                     candidate_host_median_ms=candidate_ms, reported_median_ms=candidate_ms,
+                                     wall_clock_estimate_ms=run.timing.wall_clock_estimate_ms, floor_ms=1.0,
+                                     bandwidth_gbps=3000.0, meaningful=True)
+
+
+def test_a_gpu_median_below_the_bandwidth_floor_is_an_implausible_speedup_naming_the_figures():
+    run = evaluation(device="cuda")
+    run.bytes_moved = 6_000_000_000
+    measurement.run_timing(run, ScriptedReference(ms=2.0), honest_candidate(ms=0.5))
+    (violation,) = [v for v in run.violations.values() if v.code == ViolationCode.IMPLAUSIBLE_SPEEDUP]
+    assert violation.message == ("a median of 0.5 ms per call is faster than moving the task's 6e+03 MB allows at "
+                                 "this device's measured bandwidth (3000 GB/s, floor 1 ms)")
