@@ -89,7 +89,8 @@ class ScriptedReference:
 
 
 def evaluation(device: str = "cpu", **options: Any) -> _Evaluation:
-    opts = EvalOptions(device="cpu", time_on_cpu=True, timing_reps=6, timing_blocks=2, timing_rechecks=0, **options)
+    opts = EvalOptions(**{"device": "cpu", "time_on_cpu": True, "timing_reps": 6, "timing_blocks": 2,
+                          "timing_rechecks": 0, **options})
     return _Evaluation(problem=PROBLEM, solution_source="", options=opts, device=device, sandbox="none")
 
 
@@ -485,3 +486,88 @@ def test_a_gpu_median_below_the_bandwidth_floor_is_an_implausible_speedup_naming
     (violation,) = [v for v in run.violations.values() if v.code == ViolationCode.IMPLAUSIBLE_SPEEDUP]
     assert violation.message == ("a median of 0.5 ms per call is faster than moving the task's 6e+03 MB allows at "
                                  "this device's measured bandwidth (3000 GB/s, floor 1 ms)")
+
+
+@dataclass
+class RecheckingReference(ScriptedReference):
+    """Also answers ``expected_for``: the output the reference computes for a timed call's seed."""
+
+    expected_for: list[int] = field(default_factory=list)
+
+    def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
+        if kind == "expected_for":
+            self.expected_for.append(payload["seed"])
+            import torch
+
+            return {"expected": torch.full((4,), float(payload["seed"] % 7))}
+        return super()._reply(kind, payload)
+
+
+def _seeded(run: _Evaluation) -> _Evaluation:
+    seeds = iter(range(100, 10_000))
+    run.seed_source = lambda: next(seeds)
+    return run
+
+
+def test_rechecked_calls_keep_their_output_for_the_reference_of_the_same_seed():
+    import torch
+
+    run = _seeded(evaluation(timing_rechecks=6))
+    reference = RecheckingReference()
+    seen: list[int] = []
+
+    def rep(payload):
+        seen.append(payload["seed"])
+        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
+
+    candidate = honest_candidate(rep=rep, keep=lambda payload: {"outputs": torch.full((4,), float(seen[-1] % 7))})
+    measurement.run_timing(run, reference, candidate)
+    assert run.violations == {}
+    assert reference.expected_for == seen and len(seen) == 6  # every call, each against its own seed
+    assert candidate.requests.count("keep") == 6 and "drop" not in candidate.requests
+    assert run.timing.wall_clock_estimate_ms is None  # kept calls carry outputs: no round trip is timed
+
+
+def test_a_rechecked_call_whose_output_differs_is_a_timed_output_mismatch_naming_the_call():
+    import torch
+
+    run = _seeded(evaluation(timing_rechecks=6))
+    candidate = honest_candidate(keep={"outputs": torch.full((4,), 123.0)})
+    measurement.run_timing(run, RecheckingReference(), candidate)
+    violation = run.violations[ViolationCode.TIMED_OUTPUT_MISMATCH]
+    assert violation.message.startswith("the output of timed call ")
+    assert violation.message.endswith("outputs must be computed on every call")
+
+
+def test_the_requests_carry_the_warm_up_budget_the_variants_and_fresh_seeds():
+    run = _seeded(evaluation(warmup_ms=7.0))
+    reference = ScriptedReference()
+    asked: list[tuple[str, Any]] = []
+    original = reference.request
+
+    def recording(kind, payload, expect, required=None, optional=None):
+        asked.append((kind, payload))
+        return original(kind, payload, expect, required, optional)
+
+    reference.request = recording
+    candidate = honest_candidate()
+    measurement.run_timing(run, reference, candidate)
+    assert asked[0] == ("time_start", {"warmup_ms": 7.0, "variants": []})
+    assert candidate.payloads["time_start"] == {"warmup_ms": 7.0}
+    seeds = [payload["seed"] for kind, payload in asked if kind == "rep"]
+    assert len(seeds) == 6 and len(set(seeds)) == 6 and all(p["variant"] == "eager" for k, p in asked if k == "rep")
+    assert [kind for kind, _ in asked].count("drop") == 6
+
+
+@pytest.mark.parametrize("error, status, words", [
+    (TimeoutError(), Status.TIMEOUT, "exceeded the 60 s budget during timing block 0"),
+    (KeyError("ms"), Status.CRASHED, "broke the timing protocol during timing block 0 (exited with code 0)"),
+])
+def test_a_candidate_that_times_out_or_breaks_the_protocol_mid_block_ends_the_evaluation(error, status, words):
+    def rep(payload):
+        raise error
+
+    run = evaluation(timeout=60.0)
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_timing(run, ScriptedReference(), honest_candidate(rep=rep))
+    assert failed.value.status == status and words in failed.value.message
