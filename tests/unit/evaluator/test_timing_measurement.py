@@ -571,3 +571,70 @@ def test_a_candidate_that_times_out_or_breaks_the_protocol_mid_block_ends_the_ev
     with pytest.raises(CandidateFailed) as failed:
         measurement.run_timing(run, ScriptedReference(), honest_candidate(rep=rep))
     assert failed.value.status == status and words in failed.value.message
+
+
+# -- the evidence of timed and profiled calls, and the profile reply, as pure functions -------------
+
+def test_rep_evidence_names_the_call_the_tampering_the_refusals_and_the_new_threads():
+    run = evaluation()
+    measurement.check_rep_evidence(run, {
+        "tampered": [f"f{i}" for i in range(10)] + [3, "x" * 300], "refused": [f"op{i}" for i in range(8)] + [None],
+        "threads_before": 2, "threads_after": 5}, 4)
+    assert run.violations[ViolationCode.HARNESS_TAMPERING].message == (
+        "during timed call 4 the candidate replaced functions the evaluator relies on: "
+        + ", ".join(f"f{i}" for i in range(8)))
+    assert run.violations[ViolationCode.FORBIDDEN_CONSTRUCT].message == (
+        "the candidate attempted operations refused at run time: " + "; ".join(f"op{i}" for i in range(6)))
+    assert run.violations[ViolationCode.BACKGROUND_THREAD].message == (
+        "during timed call 4 the candidate left 3 new thread(s) running; do all work inside the call")
+    profiled = evaluation()
+    measurement.check_rep_evidence(profiled, {"tampered": ["y" * 300]}, None)
+    message = profiled.violations[ViolationCode.HARNESS_TAMPERING].message
+    assert message.startswith("during the profiled calls the candidate") and message.endswith(": " + "y" * 200)
+
+
+@pytest.mark.parametrize("done", [
+    {}, {"tampered": "not a list", "refused": {"a": 1}}, {"tampered": [1, None], "refused": [2.0]},
+    {"threads_before": 3, "threads_after": 3}, {"threads_before": 3, "threads_after": 2},
+    {"threads_before": "3", "threads_after": 9}, {"threads_before": 3, "threads_after": None},
+])
+def test_rep_evidence_with_nothing_to_report_adds_no_violation(done):
+    run = evaluation()
+    measurement.check_rep_evidence(run, done, 0)
+    assert run.violations == {}
+
+
+def test_a_well_formed_profile_reply_is_parsed_into_kernels_names_and_counts():
+    kernels, names, counts = measurement.parse_profile_reply({
+        "kernels": [["k1", 2.5, 3], ("aten_add", 0, 0)], "candidate_compiled_kernels": ["k1_0d1d"],
+        "candidate_kernels": ["k1"], "candidate_launch_counts": {"k1_0d1d": 3}})
+    assert [(k.name, k.device_us, k.count) for k in kernels] == [("k1", 2.5, 3), ("aten_add", 0.0, 0)]
+    assert names == ["k1_0d1d"] and counts == {"k1_0d1d": 3}
+    # Without compiled names the Python names are used; without counts, None.
+    _, names, counts = measurement.parse_profile_reply({"kernels": [], "candidate_kernels": ["k1"]})
+    assert names == ["k1"] and counts is None
+    assert measurement.parse_profile_reply({"kernels": []})[1:] == ([], None)
+
+
+@pytest.mark.parametrize("reply, words", [
+    ([], "not an object"),
+    ({"kernels": "k"}, "not a list of bounded length"),
+    ({"kernels": [["k", 1.0, 1]] * (measurement._MAX_PROFILE_ENTRIES + 1)}, "not a list of bounded length"),
+    ({"kernels": [["k", 1.0]]}, "malformed profile entry"),
+    ({"kernels": [[1, 1.0, 1]]}, "malformed profile entry"),
+    ({"kernels": [["k", -1.0, 1]]}, "malformed profile entry"),
+    ({"kernels": [["k", float("nan"), 1]]}, "malformed profile entry"),
+    ({"kernels": [["k", 1.0, True]]}, "malformed profile entry"),
+    ({"kernels": [["k", 1.0, -1]]}, "malformed profile entry"),
+    ({"kernels": [["k", 1.0, 1.5]]}, "malformed profile entry"),
+    ({"kernels": [], "candidate_kernels": "k"}, "candidate_kernels is not a list of names"),
+    ({"kernels": [], "candidate_compiled_kernels": [1]}, "candidate_compiled_kernels is not a list of names"),
+    ({"kernels": [], "candidate_launch_counts": [1]}, "candidate_launch_counts is not a {name: count} object"),
+    ({"kernels": [], "candidate_launch_counts": {"k": -1}}, "candidate_launch_counts"),
+    ({"kernels": [], "candidate_launch_counts": {"k": True}}, "candidate_launch_counts"),
+    ({"kernels": [], "candidate_launch_counts": {1: 1}}, "candidate_launch_counts"),
+])
+def test_a_malformed_profile_reply_is_refused_with_its_reason(reply, words):
+    with pytest.raises(ValueError) as refused:
+        measurement.parse_profile_reply(reply)
+    assert words in str(refused.value)
