@@ -638,3 +638,52 @@ def test_a_malformed_profile_reply_is_refused_with_its_reason(reply, words):
     with pytest.raises(ValueError) as refused:
         measurement.parse_profile_reply(reply)
     assert words in str(refused.value)
+
+
+def test_cuda_devices_are_named_cuda_or_cuda_colon_index():
+    assert measurement._is_cuda("cuda") and measurement._is_cuda("cuda:1")
+    assert not measurement._is_cuda("cpu") and not measurement._is_cuda("cudax")
+
+
+def test_a_compile_only_baseline_on_a_gpu_times_the_compiled_reference_alone():
+    run = evaluation(device="cuda", baseline="compile")
+    run.bytes_moved = 1000
+    measurement.run_timing(run, ScriptedReference(ms=1.0), honest_candidate(ms=0.25))
+    assert run.timing.baseline == "compile" and run.timing.reference_median_ms == pytest.approx(0.5)
+    assert run.timing.reference_reps == 6 and run.timing.reference_host_median_ms is None
+
+
+def test_uneven_blocks_take_the_remainder_first_and_alternate_reference_and_candidate():
+    run = evaluation(timing_reps=7, timing_blocks=2)
+    reference = ScriptedReference()
+    order: list[str] = []
+    original = reference.request
+    reference.request = lambda kind, *a, **k: (order.append(f"ref:{kind}") if kind == "rep" else None) or original(
+        kind, *a, **k)
+    candidate = honest_candidate(rep=lambda payload: order.append("cand:rep") or {"ms": 1.0, "host_ms": 1.0})
+    measurement.run_timing(run, reference, candidate)
+    assert order == ["ref:rep"] * 4 + ["cand:rep"] * 4 + ["ref:rep"] * 3 + ["cand:rep"] * 3
+    assert run.timing.candidate_reps == run.timing.reference_reps == 7
+
+
+def test_the_held_method_is_the_references_and_a_hold_reply_is_checked():
+    run = evaluation(device="cuda")
+    run.bytes_moved = 1000
+
+    class Unnamed(ScriptedReference):
+        def _reply(self, kind, payload):
+            reply = super()._reply(kind, payload)
+            return {k: v for k, v in reply.items() if k != "method"} if kind == "hold" else reply
+
+    measurement.run_timing(run, Unnamed(), honest_candidate())
+    assert run.timing.method == "scripted"  # no method with the hold: the one from time_start stays
+
+    class Garbled(ScriptedReference):
+        def _reply(self, kind, payload):
+            return {"hold_ms": "long", "method": 3} if kind == "hold" else super()._reply(kind, payload)
+
+    with pytest.raises(ProblemError, match="malformed 'held' reply to 'hold'"):
+        measurement.run_timing(evaluation(device="cuda"), Garbled(), honest_candidate())
+    candidate = honest_candidate()
+    measurement.run_timing(evaluation(device="cuda"), ScriptedReference(dispatch_ms=0.3), candidate)
+    assert candidate.payloads["hold"] == {"dispatch_ms": 0.3}
