@@ -687,3 +687,66 @@ def test_the_held_method_is_the_references_and_a_hold_reply_is_checked():
     candidate = honest_candidate()
     measurement.run_timing(evaluation(device="cuda"), ScriptedReference(dispatch_ms=0.3), candidate)
     assert candidate.payloads["hold"] == {"dispatch_ms": 0.3}
+
+
+# -- notices and the profile phase, word for word --------------------------------------------------
+
+def test_charged_tails_are_said_with_their_count():
+    candidate = honest_candidate()
+    candidate.replies["rep"] = {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.9, "charged": True}
+    run = evaluation()
+    measurement.run_timing(run, ScriptedReference(), candidate)
+    (notice,) = [n for n in run.notices if n.code == NoticeCode.TIMING_TAIL_CHARGED]
+    assert notice.message == ("in 6 of 6 timed calls work went on after the end event (other streams); those calls "
+                              "were timed to the point the device went idle")
+
+
+def test_the_gpu_notices_name_the_fp32_pin_and_other_processes_on_the_gpu(monkeypatch):
+    monkeypatch.setattr(measurement.gpu, "sharing_report", lambda device: f"report for {device}")
+    monkeypatch.setattr(measurement.gpu, "sharing_notice", lambda report: f"shared: {report}")
+    run = evaluation(device="cuda:0")
+    measurement.note_device(run, ScriptedReference(fp32_note="TF32 off"))
+    assert [(n.code, n.message) for n in run.notices] == [
+        (NoticeCode.REFERENCE_IEEE_FP32, "the reference ran in IEEE float32 with TF32 off (TF32 off): expected "
+         "outputs and the baseline's speed are float32's; the candidate's own TF32 use is its choice and the "
+         "precision check judges it"),
+        (NoticeCode.GPU_SHARED, "shared: report for cuda:0")]
+    monkeypatch.setattr(measurement.gpu, "sharing_notice", lambda report: None)
+    alone = evaluation(device="cuda")
+    measurement.note_device(alone, ScriptedReference())
+    assert alone.notices == []
+
+
+def test_the_profile_phase_asks_for_the_configured_calls_and_keeps_twenty_kernels():
+    run = evaluation(device="cuda", profile_calls=4)
+    candidate = profiled(kernels=[[f"k{i}", float(i), 1] for i in range(25)], candidate_compiled_kernels=["k3"])
+    measurement.run_profile(run, candidate)
+    assert candidate.payloads["profile"] == {"calls": 4}
+    assert len(run.kernel_profile) == 20
+    third = run.kernel_profile[3]
+    assert (third.kernel, third.device_us, third.count, third.candidate) == ("k3", 3.0, 1, True)
+    assert run.violations == {}  # no observation in the reply: nothing to check
+
+
+@pytest.mark.parametrize("error, status, words", [
+    (TimeoutError(), Status.TIMEOUT, "the candidate exceeded the 60 s budget during profiling"),
+    (KeyError("kernels"), Status.CRASHED, "the candidate broke the profiling protocol (exited with code 0): "),
+])
+def test_a_profile_that_times_out_or_breaks_the_protocol_ends_the_evaluation(error, status, words):
+    def profile(payload):
+        raise error
+
+    run = evaluation(device="cuda", timeout=60.0)
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_profile(run, ScriptedCandidate({"profile": profile}))
+    assert failed.value.status == status and failed.value.message.startswith(words)
+
+
+@pytest.mark.parametrize("key", ["tampered", "refused", "threads_after"])
+def test_any_one_evidence_field_in_the_profile_reply_is_checked(key):
+    value = {"tampered": ["torch.cuda.Event"], "refused": ["os.fork"], "threads_after": 9}[key]
+    extra = {"threads_before": 1} if key == "threads_after" else {}
+    run = evaluation(device="cuda")
+    measurement.run_profile(run, profiled(kernels=[["k", 1.0, 1]], candidate_compiled_kernels=["k"],
+                                          **{key: value}, **extra))
+    assert len(run.violations) == 1
