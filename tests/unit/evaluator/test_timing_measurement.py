@@ -49,6 +49,8 @@ class ScriptedCandidate:
     payloads: dict[str, Any] = field(default_factory=dict)
 
     def request(self, kind: str, payload: Any = None) -> Message:
+        # The worker's handlers read their payload as an object (`TimingSession.handle`).
+        assert isinstance(payload, dict), (kind, payload)
         self.requests.append(kind)
         self.payloads[kind] = payload
         reply = self.replies[kind]
@@ -68,8 +70,13 @@ class ScriptedReference:
     dispatch_ms: float = 0.02
     held: list[float] = field(default_factory=list)
 
+    #: the reply kind a reference worker sends to each request (`ReferenceRunner.request` checks it)
+    REPLY_KINDS = {"time_start": "time_ready", "hold": "held", "rep": "rep_done", "drop": "dropped",
+                   "bandwidth": "bandwidth", "expected_for": "expected"}
+
     def request(self, kind: str, payload: Any, expect: str, required: Any = None,
                 optional: Any = None) -> dict[str, Any]:
+        assert isinstance(payload, dict) and expect == self.REPLY_KINDS[kind], (kind, payload, expect)
         return check_reply_fields("scripted", kind, expect, self._reply(kind, payload), required or {}, optional or {})
 
     def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
@@ -750,3 +757,45 @@ def test_any_one_evidence_field_in_the_profile_reply_is_checked(key):
     measurement.run_profile(run, profiled(kernels=[["k", 1.0, 1]], candidate_compiled_kernels=["k"],
                                           **{key: value}, **extra))
     assert len(run.violations) == 1
+
+
+@pytest.mark.parametrize("kind, phase", [
+    ("time_start", "timing warm-up"), ("rep", "timing block 0"), ("drop", "timing block 0"),
+    ("observe", "timing block 0"),
+])
+def test_a_wrong_reply_kind_names_the_phase_it_came_in(kind, phase):
+    candidate = honest_candidate()
+    original = candidate.request
+
+    def wrong(request_kind, payload=None):
+        message = original(request_kind, payload)
+        return Message("surprise", message.payload) if request_kind == kind else message
+
+    candidate.request = wrong
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_timing(evaluation(), ScriptedReference(), candidate)
+    assert failed.value.status == Status.CRASHED
+    assert f"during {phase}" in failed.value.message and "got 'surprise'" in failed.value.message
+
+
+@pytest.mark.parametrize("field, value", [("method", 3), ("device_name", 4), ("dispatch_ms", "fast"),
+                                          ("dense_matmul_flops", "many"), ("variants", [1])])
+def test_a_malformed_time_ready_from_the_reference_is_the_problems_error(field, value):
+    class Garbled(ScriptedReference):
+        def _reply(self, kind, payload):
+            reply = super()._reply(kind, payload)
+            return {**reply, field: value} if kind == "time_start" else reply
+
+    with pytest.raises(ProblemError, match=f"malformed 'time_ready' reply to 'time_start' \\(field '{field}'"):
+        measurement.run_timing(evaluation(), Garbled(), honest_candidate())
+
+
+@pytest.mark.parametrize("baseline, words", [("compile", "timing against the eager reference"),
+                                             ("both", "speedup_vs_compile is null")])
+def test_a_failed_compile_baseline_says_what_the_speedup_falls_back_to(baseline, words):
+    why = "BackendCompilerFailed: " + "c" * 400
+    run = evaluation(device="cuda", baseline=baseline)
+    run.bytes_moved = 1000
+    measurement.run_timing(run, ScriptedReference(variants={"compile": why}), honest_candidate())
+    (notice,) = [n for n in run.notices if n.code == NoticeCode.BASELINE_UNAVAILABLE]
+    assert notice.message == f"the compile baseline could not be built or warmed up ({why[:300]}); {words}"
