@@ -77,6 +77,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # workers; only the host side (the test process) is mutated: the fork server and workers run in
     # processes of their own, which import the unmutated package.
     "pool": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool.py", "tests/execution/test_pool_bounds.py"]),
+    # The same file against its fast unit layer only: run_evaluation, the launchers, the GPU counts and the
+    # reference cache scripted (seconds for the whole file, where `pool` costs about 2 minutes per mutant).
+    "pool_units": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool_units.py"]),
     "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py",
                                                    "tests/execution/test_references_keys.py"]),
     # Reference servers, trusted and jailed: the jailed candidate path's tests (test_forkserver.py,
