@@ -399,6 +399,25 @@ def test_evaluate_calls_run_evaluation_with_the_request_the_slots_launcher_and_t
     assert launcher.should_cancel() is True
 
 
+def test_evaluate_runs_a_client_problems_reference_where_its_options_say(make_pool, monkeypatch):
+    # A problem someone else sent runs its reference in the jail of the job's sandbox mode: the mode is
+    # read from the job's options (once for the reference, once for the launcher).
+    modes = []
+    monkeypatch.setattr(pool_module, "resolve_mode", lambda mode: modes.append(mode) or "bwrap")
+    pool = make_pool()
+    references = FakeReferences()
+    pool.references = references
+    fake = script(monkeypatch, Result("ok"))
+    slot = pool._slots[0]
+    launcher = FakeLauncher()
+    slot.launchers[("bwrap", "cpu")] = launcher
+    slot.evaluate(new_job(request(trusted_problem=False)))
+    ((_, kwargs),) = fake.calls
+    assert kwargs["references"] is references.jailed_view and kwargs["launcher"] is launcher
+    assert modes == ["none", "none"]
+    pool.references = None  # the fixture closes the pool
+
+
 def test_evaluate_with_default_options_uses_eval_options_defaults_on_the_resolved_device(make_pool, monkeypatch):
     pool = make_pool()
     fake = script(monkeypatch, Result("ok"))
