@@ -87,6 +87,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",
                                                    "tests/execution/test_references_keys.py",
                                                    "tests/execution/test_references_lru.py"]),
+    # The same file against its fast unit layer only: spawn_worker, the cgroups and the probe's bwrap faked (its
+    # __init__, candidate_cgroup and forkserver_problem in seconds, where `forkserver` costs minutes per mutant).
+    "forkserver_units": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_units.py"]),
     "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
     # test_core.py (a running job cancelled: minutes) is left out; the HTTP tests run the service in a
     # process of its own, which imports the unmutated package.

@@ -1,0 +1,592 @@
+"""The fork server's host side without a fork server: the fast unit layer for mutation testing.
+
+What is faked here, and why: a real jailed fork server costs an interpreter start plus ``import torch,
+triton`` and needs bubblewrap with user namespaces, so each mutant of `ForkServerLauncher.__init__` or
+`forkserver_problem` would cost minutes against the real-process tests. Here `spawn_worker` is a
+recording fake that answers (or not) on the control socket it is given (``channel_fd``, the child end of
+the real socket pair), `create_cgroup` returns a recording cgroup, `python_paths` names chosen folders,
+and `shutil.which`, `sys.platform`, `bwrap_command` and `subprocess.run` are replaced for the probe. No
+process is started and no sandbox is needed; the whole file runs in seconds, so that
+`benchmarks/mutation.py forkserver_units` can rerun it for each of forkserver.py's mutants.
+
+The same code with real processes (trusted and jailed servers, their jobs, their death) is tested in
+tests/execution/test_forkserver_host.py and tests/execution/test_forkserver.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import tritongym.execution.forkserver as forkserver
+from tritongym.errors import EvaluatorError
+from tritongym.evaluator.jail.sandbox import ResourceLimits
+from tritongym.evaluator.result import Notice, NoticeCode
+from tritongym.execution.forkserver import ForkServerLauncher
+
+CANDIDATE = "tritongym.evaluator.worker.candidate"
+REFERENCE = "tritongym.evaluator.worker.reference"
+CLEANROOM = "tritongym.evaluator.cleanroom.worker"
+JAILED_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+TAIL = "Traceback: the server's last words"
+
+#: forkserver_problem's probe, as the jail runs it.
+PROBE = ("import ctypes, os\n"
+         "libc = ctypes.CDLL(None, use_errno=True)\n"
+         "assert libc.unshare(0x00020000 | 0x20000000 | 0x08000000 | 0x40000000 | 0x04000000) == 0, "
+         "os.strerror(ctypes.get_errno())\n"
+         "assert libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=1m') == 0, os.strerror(ctypes.get_errno())\n")
+
+
+class FakeCgroup:
+    """Stands for a `Cgroup`: its limits, and counted `set_limits` and `destroy` calls."""
+
+    def __init__(self, limits: dict[str, int] | None = None) -> None:
+        self.limits = dict(limits if limits is not None else {"pids": 1, "memory": 1, "cpu": 1})
+        self.set_calls: list[tuple[int, int]] = []
+        self.destroyed = 0
+
+    def set_limits(self, max_pids: int, memory_bytes: int) -> None:
+        self.set_calls.append((max_pids, memory_bytes))
+
+    def destroy(self) -> None:
+        self.destroyed += 1
+
+
+class CreateCgroup:
+    """Replaces `create_cgroup`: records each call and returns a fresh FakeCgroup."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+        self.made: list[FakeCgroup] = []
+
+    def __call__(self, name, *args, **kwargs):
+        self.calls.append((name, args, kwargs))
+        self.made.append(FakeCgroup())
+        return self.made[-1]
+
+
+class FakeServerProcess:
+    """Stands for the server's `WorkerProcess`: a log tail (its limit recorded) and counted kills."""
+
+    def __init__(self) -> None:
+        self.tail_limits: list[int] = []
+        self.kills = 0
+
+    def log_tail(self, limit: int = 4000) -> str:
+        self.tail_limits.append(limit)
+        return TAIL
+
+    def kill(self) -> None:
+        self.kills += 1
+
+
+class Spawn:
+    """Replaces `spawn_worker`: records its exact arguments, then raises, or writes `reply` (one frame)
+    into the control socket's child end it was given, or writes nothing (the channel then just ends)."""
+
+    def __init__(self, reply: bytes | None = b'{"op": "ready"}', raises: BaseException | None = None) -> None:
+        self.reply = reply
+        self.raises = raises
+        self.calls: list[tuple[str, str | None, dict]] = []
+        self.process = FakeServerProcess()
+
+    def __call__(self, module, source_path, **kwargs):
+        self.calls.append((module, source_path, kwargs))
+        if self.raises is not None:
+            raise self.raises
+        if self.reply is not None:
+            os.write(kwargs["channel_fd"], self.reply)
+        return self.process
+
+
+class Pairs:
+    """Wraps `socket.socketpair`: the arguments of each call and the pair it made."""
+
+    def __init__(self) -> None:
+        self.real = socket.socketpair
+        self.calls: list[tuple] = []
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.child_fds: list[int] = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        pair = self.real(*args)
+        self.pairs.append(pair)
+        self.child_fds.append(pair[1].fileno())
+        return pair
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    """The fakes, put in place; launchers made by ``env.build`` are closed (their homes removed) after."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # mkdtemp's folders go under tmp_path
+    spawn, create, pairs = Spawn(), CreateCgroup(), Pairs()
+    monkeypatch.setattr(forkserver, "spawn_worker", spawn)
+    monkeypatch.setattr(forkserver, "create_cgroup", create)
+    monkeypatch.setattr(forkserver, "python_paths", lambda: ["/opt/python", "/usr/lib/python3"])
+    monkeypatch.setattr(forkserver.socket, "socketpair", pairs)
+    monkeypatch.setattr(forkserver, "FRESH_PROC_ON_CPU", False)
+    made: list[ForkServerLauncher] = []
+
+    def build(*args, **kwargs) -> ForkServerLauncher:
+        launcher = ForkServerLauncher(*args, **kwargs)
+        made.append(launcher)
+        return launcher
+
+    state = SimpleNamespace(spawn=spawn, create=create, pairs=pairs, build=build, tmp=tmp_path)
+    yield state
+    for launcher in made:
+        launcher.close()
+        assert not launcher._home.exists()
+    for parent_end, child_end in pairs.pairs:
+        parent_end.close()
+        child_end.close()
+
+
+def spawned(env) -> tuple[str, str | None, dict]:
+    assert len(env.spawn.calls) == 1
+    return env.spawn.calls[0]
+
+
+# -- __init__: the roles ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("roles, unknown", [
+    (("candidate", "bogus", "cleanroom", "worker"), "['bogus', 'worker']"),
+    (("Candidate",), "['Candidate']"),
+])
+def test_unknown_roles_are_refused_before_anything_is_made(env, roles, unknown):
+    with pytest.raises(ValueError) as info:
+        ForkServerLauncher("cpu", roles=roles)
+    assert str(info.value) == f"roles must be among candidate, reference, cleanroom, got {unknown}"
+    assert env.spawn.calls == [] and env.create.calls == [] and list(env.tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("roles", [("candidate",), ("reference", "cleanroom"), ("cleanroom",)])
+def test_only_reference_workers_may_run_unjailed(env, roles):
+    with pytest.raises(ValueError) as info:
+        ForkServerLauncher("cpu", trusted=True, roles=roles)
+    assert str(info.value) == "only reference workers (problem code from this machine) may run unjailed"
+    assert env.spawn.calls == [] and list(env.tmp.iterdir()) == []
+
+
+def test_a_trusted_server_runs_references_given_once_or_twice(env):
+    launcher = env.build("cpu", trusted=True, roles=["reference", "reference"])
+    assert launcher.roles == ("reference", "reference") and launcher.trusted is True
+    assert launcher.modules == {REFERENCE: "reference"}
+
+
+@pytest.mark.parametrize("trusted, roles, expected", [
+    (False, None, ("candidate",)),
+    (False, (), ("candidate",)),
+    (True, None, ("reference",)),
+    (True, (), ("reference",)),
+    (False, ["candidate", "cleanroom"], ("candidate", "cleanroom")),
+    (False, ("reference", "candidate"), ("reference", "candidate")),
+])
+def test_default_roles_and_the_module_of_each(env, trusted, roles, expected):
+    launcher = env.build("cpu", trusted=trusted, roles=roles)
+    assert launcher.roles == expected and type(launcher.roles) is tuple
+    assert launcher.modules == {forkserver.ROLES[role]: role for role in expected}
+    assert launcher.modules == {{"candidate": CANDIDATE, "reference": REFERENCE, "cleanroom": CLEANROOM}[r]: r
+                                for r in expected}
+
+
+# -- __init__: attributes and the spawn -----------------------------------------------------------
+
+
+def test_a_jailed_slot_server_its_attributes_and_spawn(env):
+    launcher = env.build("cpu", 3, 2)
+    assert launcher.device == "cpu" and launcher.slot == 3 and launcher.threads == 2
+    assert launcher.trusted is False and launcher.roles == ("candidate",)
+    assert launcher.should_cancel() is False
+    home = launcher._home
+    assert home.parent == env.tmp and home.name.startswith("tritongym-fs3-") and home.is_dir()
+    assert launcher._jobs == home / "jobs" and launcher._jobs.is_dir() and list(launcher._jobs.iterdir()) == []
+    assert (home / "empty").is_dir() and list((home / "empty").iterdir()) == []
+    assert sorted(p.name for p in home.iterdir()) == ["empty", "jobs"]
+    assert type(launcher._send_lock) is type(threading.Lock()) and type(launcher._recv_lock) is type(threading.Lock())
+    assert launcher._send_lock is not launcher._recv_lock
+    assert launcher._send_lock.acquire(blocking=False) and launcher._recv_lock.acquire(blocking=False)
+    launcher._send_lock.release()
+    launcher._recv_lock.release()
+    assert launcher._exits == {} and launcher._started == {} and launcher._failed == {}
+    assert launcher._current is None and launcher._dead is None
+    assert launcher._rebinds == []
+    assert launcher.fresh_proc is False
+    assert launcher.process is env.spawn.process and env.spawn.process.tail_limits == []
+    # The slot's cgroup: uncapped processes and memory until a job sets them, the CPU capped at `threads`.
+    [(name, args, kwargs)] = env.create.calls
+    assert re.fullmatch(r"tritongym-slot-[0-9a-f]{12}", name), name
+    assert args == (1 << 20, 1 << 62) and kwargs == {"cpu_cores": 2}
+    assert launcher.cgroup is env.create.made[0]
+    module, source, kwargs = spawned(env)
+    assert module == "tritongym.execution.forkserver_main" and source is None
+    token = kwargs.pop("token")
+    assert re.fullmatch(r"[0-9a-f]{24}", token), token
+    assert kwargs == {
+        "device": "cpu", "mode": "bwrap", "job_dir": home / "empty", "log_path": home / "server.log",
+        "channel_fd": env.pairs.child_fds[0],
+        "limits": ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
+        "interpret": True, "cgroup": launcher.cgroup, "cap_add": JAILED_CAPS,
+        "ro_binds": ((str(home / "jobs"), "/jobs"),), "jail_seccomp": False, "host_proc": False,
+        "extra_args": (), "threads": 2,
+    }
+    assert kwargs["limits"].max_open_files == 1024 and kwargs["limits"].memory_bytes is None
+
+
+def test_a_trusted_server_has_no_jail_no_cgroup_and_no_rebinds(env, monkeypatch):
+    monkeypatch.setattr(forkserver, "python_paths", lambda: ["/tmp/venv/lib/python3/site-packages"])
+    launcher = env.build("cuda:1", 5, None, trusted=True)
+    assert launcher.trusted is True and launcher.roles == ("reference",) and launcher.threads is None
+    assert launcher._home.name.startswith("tritongym-fs5-")
+    assert launcher.cgroup is None and env.create.calls == []
+    assert launcher._rebinds == []
+    assert launcher.fresh_proc is False  # a trusted worker is no jail: it sees the host's /proc
+    module, source, kwargs = spawned(env)
+    assert module == "tritongym.execution.forkserver_main" and source is None
+    del kwargs["token"]
+    assert kwargs == {
+        "device": "cuda:1", "mode": "none", "job_dir": launcher._home / "empty",
+        "log_path": launcher._home / "server.log", "channel_fd": env.pairs.child_fds[0],
+        "limits": ResourceLimits(memory_bytes=None, max_processes=None, job_dir_bytes=1 << 20),
+        "interpret": False, "cgroup": None, "cap_add": (), "ro_binds": (), "jail_seccomp": False,
+        "host_proc": False, "extra_args": ("--trusted",), "threads": None,
+    }
+
+
+def test_a_server_with_cgroup_caps_gets_a_cgroup_named_for_its_roles(env):
+    launcher = env.build("cpu", threads=4, roles=("candidate", "cleanroom"), cgroup_caps=(77, 5 << 30))
+    [(name, args, kwargs)] = env.create.calls
+    assert re.fullmatch(r"tritongym-candidate-cleanroom-[0-9a-f]{12}", name), name
+    assert args == (77, 5 << 30) and kwargs == {}
+    assert launcher.cgroup is env.create.made[0] and spawned(env)[2]["cgroup"] is launcher.cgroup
+    other = env.build("cpu", roles=("reference",), cgroup_caps=(9, 1 << 30))
+    name, args, kwargs = env.create.calls[1]
+    assert re.fullmatch(r"tritongym-reference-[0-9a-f]{12}", name) and args == (9, 1 << 30) and kwargs == {}
+    assert other.cgroup is env.create.made[1]
+
+
+def test_a_trusted_server_ignores_cgroup_caps(env):
+    launcher = env.build("cpu", trusted=True, cgroup_caps=(77, 5 << 30))
+    assert launcher.cgroup is None and env.create.calls == []
+
+
+@pytest.mark.parametrize("threads, cores", [(None, 1), (0, 1), (1, 1), (3, 3)])
+def test_the_slot_cgroup_caps_the_cpu_at_its_threads(env, threads, cores):
+    env.build("cpu", threads=threads)
+    [(name, args, kwargs)] = env.create.calls
+    assert args == (1 << 20, 1 << 62) and kwargs == {"cpu_cores": cores}
+    assert spawned(env)[2]["threads"] == threads
+
+
+def test_no_cgroup_where_none_can_be_made(env, monkeypatch):
+    monkeypatch.setattr(forkserver, "create_cgroup", lambda *args, **kwargs: None)
+    launcher = env.build("cpu")
+    assert launcher.cgroup is None and spawned(env)[2]["cgroup"] is None
+
+
+@pytest.mark.parametrize("device, trusted, fresh_on_cpu, fresh, interpret", [
+    ("cuda", False, False, True, False),
+    ("cuda:1", False, False, True, False),
+    ("cpu", False, False, False, True),
+    ("cpu", False, True, True, True),
+    ("cuda", True, False, False, False),
+    ("cpu", True, True, False, True),
+    ("cuda:0", True, True, False, False),
+])
+def test_fresh_proc_and_interpret_by_device(env, monkeypatch, device, trusted, fresh_on_cpu, fresh, interpret):
+    monkeypatch.setattr(forkserver, "FRESH_PROC_ON_CPU", fresh_on_cpu)
+    launcher = env.build(device, trusted=trusted)
+    assert launcher.fresh_proc is fresh
+    kwargs = spawned(env)[2]
+    assert kwargs["host_proc"] is fresh and kwargs["interpret"] is interpret and kwargs["device"] == device
+
+
+def test_python_folders_under_tmp_are_bound_again_outside_it(env, monkeypatch):
+    monkeypatch.setattr(forkserver, "python_paths", lambda: [
+        "/opt/python", "/tmp", "/tmp/venv/lib", "/tmpfoo", "/var/tmp/venv", "/usr/tmp", "/tmp/x/site-packages"])
+    launcher = env.build("cpu")
+    assert launcher._rebinds == [("/.tritongym-python/0", "/tmp"), ("/.tritongym-python/1", "/tmp/venv/lib"),
+                                 ("/.tritongym-python/2", "/tmp/x/site-packages")]
+    assert spawned(env)[2]["ro_binds"] == (
+        (str(launcher._jobs), "/jobs"), ("/tmp", "/.tritongym-python/0"), ("/tmp/venv/lib", "/.tritongym-python/1"),
+        ("/tmp/x/site-packages", "/.tritongym-python/2"))
+
+
+# -- __init__: the control socket and the ready handshake ----------------------------------------
+
+
+def test_the_control_socket_is_a_seqpacket_pair_whose_child_end_is_closed(env):
+    launcher = env.build("cpu")
+    assert env.pairs.calls == [(socket.AF_UNIX, socket.SOCK_SEQPACKET)]
+    [(parent_end, child_end)] = env.pairs.pairs
+    assert launcher.control is parent_end and parent_end.fileno() != -1
+    assert child_end.fileno() == -1  # the server holds its own copy: the parent's is closed
+    assert parent_end.type == socket.SOCK_SEQPACKET and parent_end.family == socket.AF_UNIX
+    assert launcher.control.gettimeout() == forkserver.START_TIMEOUT == 180.0
+
+
+@pytest.mark.parametrize("reply", [None, b"not json", b'{"op": "started"}', b'{"op": "Ready"}', b"{}",
+                                   b'{"ready": "op"}'])
+def test_a_server_that_does_not_say_ready_is_closed_and_reported_with_its_log(env, reply):
+    env.spawn.reply = reply
+    with pytest.raises(EvaluatorError) as info:
+        ForkServerLauncher("cpu", 2)
+    assert str(info.value) == f"the fork server did not start: {TAIL}"
+    assert env.spawn.process.tail_limits == [2000]
+    assert env.spawn.process.kills == 1  # closed: the server killed
+    [(parent_end, child_end)] = env.pairs.pairs
+    assert parent_end.fileno() == -1 and child_end.fileno() == -1
+    assert env.create.made[0].destroyed == 1
+    assert list(env.tmp.iterdir()) == []  # its home removed
+
+
+def test_a_ready_frame_among_other_keys_is_accepted(env):
+    env.spawn.reply = b'{"op": "ready", "pid": 7}'
+    launcher = env.build("cpu")
+    assert env.spawn.process.tail_limits == [] and env.spawn.process.kills == 0
+    assert launcher.control.fileno() != -1 and launcher._home.is_dir()
+    assert env.create.made[0].destroyed == 0
+
+
+def test_a_spawn_that_fails_leaves_nothing_behind(env):
+    failure = RuntimeError("bwrap: no permissions to create a new namespace")
+    env.spawn.raises = failure
+    with pytest.raises(RuntimeError) as info:
+        ForkServerLauncher("cpu", 1)
+    assert info.value is failure
+    [(parent_end, child_end)] = env.pairs.pairs
+    assert parent_end.fileno() == -1 and child_end.fileno() == -1
+    assert env.create.made[0].destroyed == 1
+    assert list(env.tmp.iterdir()) == []
+
+
+def test_a_trusted_spawn_that_fails_leaves_nothing_behind(env):
+    env.spawn.raises = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        ForkServerLauncher("cpu", trusted=True)
+    [(parent_end, child_end)] = env.pairs.pairs
+    assert parent_end.fileno() == -1 and child_end.fileno() == -1
+    assert list(env.tmp.iterdir()) == []
+
+
+# -- candidate_cgroup -------------------------------------------------------------------------------
+
+
+def bare(cgroup) -> ForkServerLauncher:
+    launcher = object.__new__(ForkServerLauncher)
+    launcher.cgroup = cgroup
+    return launcher
+
+
+def weakened(have: str) -> Notice:
+    return Notice(NoticeCode.LIMITS_WEAKENED,
+                  f"no cgroup with pids and memory caps could be created here (have: {have}); the candidate's "
+                  "process count and memory are capped by rlimits only, which do not bind a root user's "
+                  "process count or a CUDA process's memory")
+
+
+@pytest.mark.parametrize("limits, have", [
+    (None, "none"),
+    ({}, ""),
+    ({"pids": 10}, "pids"),
+    ({"memory": 1 << 30}, "memory"),
+    ({"memory": 1 << 30, "cpu": 100000}, "cpu, memory"),
+    ({"pids": 10, "cpu": 100000}, "cpu, pids"),
+])
+def test_without_pids_and_memory_caps_a_candidate_is_told_its_limits_are_weakened(limits, have):
+    cgroup = None if limits is None else FakeCgroup(limits)
+    evaluation = SimpleNamespace(notices=[Notice("earlier", "kept")])
+    assert bare(cgroup).candidate_cgroup(evaluation, 64, 1 << 30) is None
+    assert evaluation.notices == [Notice("earlier", "kept"), weakened(have)]
+    assert evaluation.notices[1].code == "limits_weakened"
+    if cgroup is not None:
+        assert cgroup.set_calls == []
+
+
+@pytest.mark.parametrize("limits", [{"pids": 1, "memory": 1}, {"pids": 1, "memory": 1, "cpu": 1}])
+def test_a_slot_cgroup_is_capped_for_the_job_and_the_server(limits):
+    cgroup = FakeCgroup(limits)
+    evaluation = SimpleNamespace(notices=[])
+    assert bare(cgroup).candidate_cgroup(evaluation, 64, 3 << 30) is None  # the slot's cgroup holds the job
+    assert cgroup.set_calls == [(64 + 8, (3 << 30) + (2 << 30))]
+    assert forkserver.SERVER_PROCESSES == 8 and forkserver.SERVER_MEMORY_HEADROOM == 2 << 30
+    assert evaluation.notices == []
+
+
+# -- starts_clean_rooms ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("roles, trusted, starts", [
+    (("candidate", "cleanroom"), False, True),
+    (("cleanroom",), False, True),
+    (("candidate",), False, False),
+    (("reference",), False, False),
+    (("cleanroom",), True, False),
+    (("reference",), True, False),
+])
+def test_starts_clean_rooms_only_in_a_jailed_server_with_the_cleanroom_role(roles, trusted, starts):
+    launcher = object.__new__(ForkServerLauncher)
+    launcher.roles, launcher.trusted = roles, trusted
+    assert launcher.starts_clean_rooms is starts
+
+
+def test_a_built_candidate_slot_server_starts_clean_rooms(env):
+    assert env.build("cpu", roles=("candidate", "cleanroom")).starts_clean_rooms is True
+    assert env.build("cpu").starts_clean_rooms is False
+
+
+# -- forkserver_problem ------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def fresh_probe():
+    forkserver.forkserver_problem.cache_clear()
+    yield
+    forkserver.forkserver_problem.cache_clear()
+
+
+class Probe:
+    """The probe's world: `shutil.which`, `sys.platform`, `bwrap_command` and `subprocess.run` replaced."""
+
+    def __init__(self, monkeypatch, tmp_path, *, which="/usr/bin/bwrap", platform="linux",
+                 run=None) -> None:
+        self.tmp = tmp_path
+        self.which_calls: list[str] = []
+        self.command_calls: list[tuple[tuple, dict, bool]] = []
+        self.run_calls: list[tuple[list[str], dict]] = []
+        self.run_result = run if run is not None else SimpleNamespace(returncode=0, stdout="", stderr="")
+        self.command_error: BaseException | None = None
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        monkeypatch.setattr(forkserver.shutil, "which", self.which)
+        monkeypatch.setattr(forkserver.sys, "platform", platform)
+        monkeypatch.setattr(forkserver, "bwrap_command", self.bwrap_command)
+        monkeypatch.setattr(forkserver.subprocess, "run", self.run)
+        self.answer = which
+
+    def which(self, name):
+        self.which_calls.append(name)
+        return self.answer
+
+    def bwrap_command(self, *args, **kwargs):
+        self.command_calls.append((args, kwargs, os.path.isdir(args[0])))
+        if self.command_error is not None:
+            raise self.command_error
+        return ["bwrap", "--die-with-parent", "--"]
+
+    def run(self, command, **kwargs):
+        self.run_calls.append((command, kwargs))
+        if isinstance(self.run_result, BaseException):
+            raise self.run_result
+        return self.run_result
+
+
+def test_the_probe_needs_bwrap(monkeypatch, tmp_path):
+    probe = Probe(monkeypatch, tmp_path, which=None)
+    assert forkserver.forkserver_problem() == "bubblewrap (bwrap) is not installed"
+    assert probe.which_calls == ["bwrap"] and probe.command_calls == [] and probe.run_calls == []
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32", "freebsd14"])
+def test_the_probe_needs_linux(monkeypatch, tmp_path, platform):
+    probe = Probe(monkeypatch, tmp_path, platform=platform)
+    assert forkserver.forkserver_problem() == "fork servers need Linux namespaces"
+    assert probe.which_calls == ["bwrap"] and probe.command_calls == [] and probe.run_calls == []
+
+
+@pytest.mark.parametrize("platform", ["linux", "linux2"])
+def test_the_probe_runs_in_the_servers_jail_and_passes(monkeypatch, tmp_path, platform):
+    probe = Probe(monkeypatch, tmp_path, platform=platform)
+    assert forkserver.forkserver_problem() is None
+    [(args, kwargs, existed)] = probe.command_calls
+    assert len(args) == 2 and args[1] is False
+    empty = Path(args[0])
+    assert existed and empty.parent == tmp_path and empty.name.startswith("tritongym-probe-")
+    assert kwargs == {"job_dir_bytes": 1 << 20, "cap_add": ("CAP_SYS_ADMIN", "CAP_SETPCAP")}
+    assert probe.run_calls == [(["bwrap", "--die-with-parent", "--", sys.executable, "-I", "-S", "-c", PROBE],
+                                {"capture_output": True, "text": True, "timeout": 60})]
+    assert list(tmp_path.iterdir()) == []  # the empty job folder removed
+
+
+def test_the_probe_is_asked_once(monkeypatch, tmp_path):
+    probe = Probe(monkeypatch, tmp_path)
+    assert forkserver.forkserver_problem() is None and forkserver.forkserver_problem() is None
+    assert len(probe.run_calls) == 1
+
+
+def test_the_probes_folder_is_removed_when_its_command_cannot_be_built(monkeypatch, tmp_path):
+    probe = Probe(monkeypatch, tmp_path)
+    probe.command_error = RuntimeError("no seccomp")
+    with pytest.raises(RuntimeError, match="no seccomp"):
+        forkserver.forkserver_problem()
+    assert probe.command_calls[0][2] and probe.run_calls == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("error, message", [
+    (OSError(2, "No such file or directory"), "bwrap failed: [Errno 2] No such file or directory"),
+    (subprocess.TimeoutExpired(["bwrap"], 60), "bwrap failed: Command '['bwrap']' timed out after 60 seconds"),
+])
+def test_a_probe_that_cannot_run_says_why(monkeypatch, tmp_path, error, message):
+    Probe(monkeypatch, tmp_path, run=error)
+    assert forkserver.forkserver_problem() == message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("code", [1, 2, -9])
+def test_a_failing_probe_says_the_end_of_its_error(monkeypatch, tmp_path, code):
+    digits = "".join(str(i % 10) for i in range(450)) + "EOF"
+    Probe(monkeypatch, tmp_path, run=SimpleNamespace(returncode=code, stdout="ignored",
+                                                     stderr=f"  \n{digits}\n  \n"))
+    assert forkserver.forkserver_problem() == f"nested namespaces are not available in the jail: {digits[-300:]}"
+    assert len(digits[-300:]) == 300 and digits[-300:].startswith("3456") and digits[-300:].endswith("89EOF")
+
+
+def test_a_failing_probe_with_a_short_error_says_all_of_it(monkeypatch, tmp_path):
+    Probe(monkeypatch, tmp_path,
+          run=SimpleNamespace(returncode=1, stdout="", stderr="unshare: Operation not permitted\n"))
+    assert forkserver.forkserver_problem() == \
+        "nested namespaces are not available in the jail: unshare: Operation not permitted"
+
+
+# -- jailed_forkserver_problem -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device, flag, gpu_problem", [
+    ("cuda", None, True),
+    ("cuda:0", None, True),
+    ("cuda:3", None, True),
+    ("cuda", "0", True),
+    ("cuda:1", "true", True),
+    ("cuda", "", True),
+    ("cuda", "1", False),
+    ("cuda:2", "1", False),
+    ("cpu", None, False),
+    ("cpu", "1", False),
+    ("cudax", None, False),
+])
+def test_a_gpu_gets_a_jailed_fork_server_only_when_opted_in(monkeypatch, device, flag, gpu_problem):
+    monkeypatch.setattr(forkserver, "forkserver_problem", lambda: "the probe's answer")
+    if flag is None:
+        monkeypatch.delenv("TRITONGYM_GPU_FORKSERVER", raising=False)
+    else:
+        monkeypatch.setenv("TRITONGYM_GPU_FORKSERVER", flag)
+    expected = forkserver.GPU_FORK_PROBLEM if gpu_problem else "the probe's answer"
+    assert forkserver.jailed_forkserver_problem(device) == expected
+
+
+def test_a_cpu_fork_server_needs_only_the_probe(monkeypatch):
+    monkeypatch.setattr(forkserver, "forkserver_problem", lambda: None)
+    monkeypatch.delenv("TRITONGYM_GPU_FORKSERVER", raising=False)
+    assert forkserver.jailed_forkserver_problem("cpu") is None
+    assert forkserver.jailed_forkserver_problem("cuda").startswith("a jailed fork server's children could not use")
