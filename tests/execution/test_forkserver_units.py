@@ -245,6 +245,12 @@ def test_a_jailed_slot_server_its_attributes_and_spawn(env):
     assert kwargs["limits"].max_open_files == 1024 and kwargs["limits"].memory_bytes is None
 
 
+def test_the_default_slot_is_zero(env):
+    launcher = env.build("cpu")
+    assert launcher.slot == 0 and launcher.threads is None
+    assert launcher._home.name.startswith("tritongym-fs0-")
+
+
 def test_a_trusted_server_has_no_jail_no_cgroup_and_no_rebinds(env, monkeypatch):
     monkeypatch.setattr(forkserver, "python_paths", lambda: ["/tmp/venv/lib/python3/site-packages"])
     launcher = env.build("cuda:1", 5, None, trusted=True)
@@ -379,6 +385,43 @@ def test_a_trusted_spawn_that_fails_leaves_nothing_behind(env):
     [(parent_end, child_end)] = env.pairs.pairs
     assert parent_end.fileno() == -1 and child_end.fileno() == -1
     assert list(env.tmp.iterdir()) == []
+
+
+# -- start: what a job's frame says of the server's jail -------------------------------------------
+
+
+@pytest.mark.parametrize("fresh_proc", [True, False])
+def test_a_jobs_frame_carries_the_servers_rebinds_and_procfs_choice(tmp_path, fresh_proc):
+    """The server's children bind the Python folders back over their /tmp and mount their own procfs as
+    the launcher says (the rest of the frame: test_forkserver_host.py, with a real server)."""
+    launcher = object.__new__(ForkServerLauncher)
+    launcher.modules, launcher.trusted, launcher.device, launcher.threads = {CANDIDATE: "candidate"}, False, "cpu", 1
+    launcher._jobs = tmp_path / "jobs"
+    launcher._jobs.mkdir()
+    launcher._rebinds = [("/.tritongym-python/0", "/tmp/venv/lib")]
+    launcher.fresh_proc = fresh_proc
+    launcher._dead, launcher._current, launcher.cgroup = None, None, None
+    launcher._started, launcher._failed, launcher._exits = {}, {}, {}
+    launcher.process = SimpleNamespace(popen=SimpleNamespace(poll=lambda: None))
+    launcher.should_cancel = lambda: False
+    sent: list[tuple[dict, list[int]]] = []
+
+    def send(frame, fds):
+        sent.append((frame, fds))
+        launcher._started[frame["job"]] = 41
+
+    launcher._send = send
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "candidate.py").write_text("x = 1\n")
+    worker = launcher.start(CANDIDATE, str(job_dir / "candidate.py"), job_dir=job_dir, limits=ResourceLimits(),
+                            token="t0k", log_path=tmp_path / "job.log", channel_fd=99)
+    [(frame, fds)] = sent
+    assert frame["rebind"] == [("/.tritongym-python/0", "/tmp/venv/lib")]
+    assert frame["fresh_proc"] is fresh_proc
+    assert frame["role"] == "candidate" and frame["files"] == ["candidate.py"] and fds[0] == 99
+    launcher.forget(worker.job)
+    assert list(launcher._jobs.iterdir()) == []
 
 
 # -- candidate_cgroup -------------------------------------------------------------------------------
