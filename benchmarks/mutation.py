@@ -82,6 +82,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "pool_units": (f"{EXECUTION}/pool.py", ["tests/execution/test_pool_units.py"]),
     "references": (f"{EXECUTION}/references.py", ["tests/execution/test_references_lru.py",
                                                    "tests/execution/test_references_keys.py"]),
+    # The same file against its fast unit layer only: /proc and ReferenceRunner faked (the process-tree walk's
+    # cap, exits and duplicates, PID-less runners, the device of each runner; seconds, where `references`
+    # starts real reference servers for each mutant). Run it on chosen mutants (--mutants): the cache's
+    # hits and its servers are the real-process tests' part.
+    "references_units": (f"{EXECUTION}/references.py", ["tests/execution/test_references_units.py"]),
     # Reference servers, trusted and jailed: the jailed candidate path's tests (test_forkserver.py,
     # minutes) would make each mutant cost minutes on a 2-core machine.
     "forkserver": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_host.py",

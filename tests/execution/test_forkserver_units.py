@@ -5,9 +5,14 @@ triton`` and needs bubblewrap with user namespaces, so each mutant of `ForkServe
 `forkserver_problem` would cost minutes against the real-process tests. Here `spawn_worker` is a
 recording fake that answers (or not) on the control socket it is given (``channel_fd``, the child end of
 the real socket pair), `create_cgroup` returns a recording cgroup, `python_paths` names chosen folders,
-and `shutil.which`, `sys.platform`, `bwrap_command` and `subprocess.run` are replaced for the probe. No
-process is started and no sandbox is needed; the whole file runs in seconds, so that
-`benchmarks/mutation.py forkserver_units` can rerun it for each of forkserver.py's mutants.
+and `shutil.which`, `sys.platform`, `bwrap_command` and `subprocess.run` are replaced for the probe. For
+the job side, `/proc` is a dictionary answered in place of the module's builtin `open` (`host_pid`: trees
+larger than its cap, processes that exit or move during the walk, names that are not ASCII), the module's
+`time` is a clock that moves only when a faked `_pump` reads (the 30 s start deadline, the 50 ms reads,
+`kill`'s 10 s wait), cgroups report an OOM kill, and `shutil.rmtree` fails like a folder that cannot be
+removed; launchers for method-level tests are made with ``object.__new__``. No process is started and no
+sandbox is needed; the whole file runs in seconds, so that `benchmarks/mutation.py forkserver_units` can
+rerun it for each of forkserver.py's mutants.
 
 The same code with real processes (trusted and jailed servers, their jobs, their death) is tested in
 tests/execution/test_forkserver_host.py and tests/execution/test_forkserver.py.
@@ -15,6 +20,7 @@ tests/execution/test_forkserver_host.py and tests/execution/test_forkserver.py.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
@@ -633,3 +639,378 @@ def test_a_cpu_fork_server_needs_only_the_probe(monkeypatch):
     monkeypatch.delenv("TRITONGYM_GPU_FORKSERVER", raising=False)
     assert forkserver.jailed_forkserver_problem("cpu") is None
     assert forkserver.jailed_forkserver_problem("cuda").startswith("a jailed fork server's children could not use")
+
+
+# -- host_pid: a /proc of chosen processes --------------------------------------------------------
+
+
+class FakeProc:
+    """A /proc of chosen processes, answered in place of the module's builtin `open` for the paths the
+    process-tree walks read (``/proc/<pid>/status``, ``/proc/<pid>/task/<pid>/children``): each file's
+    bytes as the kernel writes them, decoded with the encoding and error handler the caller asks for, as
+    `open` does. A process missing here has exited (FileNotFoundError, as for a real /proc)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.opened: list[str] = []
+
+    def add(self, pid: int, inner: tuple[int, ...] | None = None, children: tuple[int, ...] = (),
+            name: bytes = b"python3", rss_kb: int | None = None) -> None:
+        lines = [b"Name:\t" + name, b"State:\tS (sleeping)", f"Pid:\t{pid}".encode()]
+        if inner is not None:  # NSpid: the host's PID, then its PID in each nested namespace
+            lines.append("\t".join(["NSpid:", str(pid), *map(str, inner)]).encode())
+        if rss_kb is not None:
+            lines.append(f"VmRSS:\t{rss_kb:8} kB".encode())
+        self.files[f"/proc/{pid}/status"] = b"\n".join(lines) + b"\n"
+        self.files[f"/proc/{pid}/task/{pid}/children"] = "".join(f"{child} " for child in children).encode()
+
+    def open(self, path, mode="r", encoding=None, errors=None):
+        assert mode == "r" and str(path).startswith("/proc/"), path
+        self.opened.append(str(path))
+        if path not in self.files:
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return io.TextIOWrapper(io.BytesIO(self.files[path]), encoding=encoding, errors=errors)
+
+    def statuses(self) -> list[int]:
+        return [int(path.split("/")[2]) for path in self.opened if path.endswith("/status")]
+
+
+@pytest.fixture
+def proc(monkeypatch) -> FakeProc:
+    fake = FakeProc()
+    monkeypatch.setattr(forkserver, "open", fake.open, raising=False)
+    return fake
+
+
+def test_host_pid_finds_a_nested_worker_and_stops_reading_there(proc):
+    proc.add(100, (), (101,))
+    proc.add(101, (1,), (102,))  # the server's middle: PID 1 of the jail's namespace
+    proc.add(102, (1, 1), (103,))
+    proc.add(103, (5, 2))
+    assert forkserver.host_pid(100, ["5", "2"]) == 103 and forkserver.host_pid(100, ["*", "2"]) == 103
+    assert forkserver.host_pid(100, ["1"]) == 101
+    assert forkserver.host_pid(100, ["2"]) is None and forkserver.host_pid(100, ["5", "2", "1"]) is None
+
+
+@pytest.mark.parametrize("size, found", [(4096, True), (4097, False)])
+def test_host_pid_reads_at_most_4096_processes(proc, size, found):
+    """A runaway tree (a fork bomb in the jail) costs at most 4096 reads: the walk stops there."""
+    for pid in range(1, size):
+        proc.add(pid, (), (pid + 1,))
+    proc.add(size, (7,))
+    assert forkserver.host_pid(1, ["7"]) == (size if found else None)
+    assert proc.statuses() == list(range(1, min(size, 4096) + 1))
+
+
+def test_host_pid_goes_on_past_a_process_that_exited_during_the_walk(proc):
+    proc.add(10, (), (12, 11))  # 11 is read first (the stack's top): it exited, its files are gone
+    proc.add(12, (3,))
+    assert forkserver.host_pid(10, ["3"]) == 12
+    proc.files["/proc/13/status"] = proc.files.pop("/proc/12/status").replace(b"\t12\t3", b"\t13\t3")
+    proc.add(14, (), (13, 11))  # 13 exited between its status and its children: its status counts
+    assert forkserver.host_pid(14, ["3"]) == 13
+
+
+def test_host_pid_reads_a_process_listed_twice_once_and_goes_on(proc):
+    """A process reparented while the tree is walked shows under its old and its new parent."""
+    proc.add(20, (), (23, 22, 21))
+    proc.add(21, (), (22,))
+    proc.add(22, ())
+    proc.add(23, (4,))
+    assert forkserver.host_pid(20, ["4"]) == 23
+    assert proc.statuses() == [20, 21, 22, 23]
+
+
+@pytest.mark.parametrize("name", [b"\xe2\x98\x83 worker", b"\xff\xfe", b"caf\xc3\xa9"])
+def test_host_pid_finds_a_worker_whose_name_is_not_ascii(proc, name):
+    """A worker names itself (prctl PR_SET_NAME takes any bytes): it is still found, not skipped."""
+    proc.add(30, (), (31,))
+    proc.add(31, (6,), name=name)
+    assert forkserver.host_pid(30, ["6"]) == 31
+
+
+# -- ForkedWorker: its description, waits and log ----------------------------------------------------
+
+
+class MemoryCgroup:
+    """A cgroup whose memory.events says (or not) that its OOM killer ran."""
+
+    def __init__(self, limits: dict[str, int], exceeded: bool = True) -> None:
+        self.limits = limits
+        self.exceeded = exceeded
+
+    def memory_exceeded(self) -> bool:
+        return self.exceeded
+
+
+class WorkerServer:
+    """Stands for the worker's `ForkServerLauncher`: scripted exit codes, each call recorded."""
+
+    def __init__(self, code: int | None = None, trusted: bool = False) -> None:
+        self.code = code
+        self.trusted = trusted
+        self.calls: list[tuple] = []
+
+    def exit_code(self, job, wait):
+        self.calls.append(("exit_code", job, wait))
+        return self.code
+
+    def lost(self):
+        self.calls.append(("lost",))
+        return False
+
+    def kill(self, job):
+        self.calls.append(("kill", job))
+
+    def forget(self, job):
+        self.calls.append(("forget", job))
+
+
+@pytest.mark.parametrize("limits, words", [
+    ({"pids": 72, "memory": 3 << 30}, "3"),
+    ({"memory": 3 << 29}, "1.5"),
+    ({"memory": (10 << 30) + (1 << 28)}, "10.25"),
+    ({"pids": 72}, "0"),  # a cgroup without a memory cap: nothing to name
+])
+def test_a_worker_its_cgroup_killed_for_memory_says_so_with_the_limit_in_gib(tmp_path, limits, words):
+    server = WorkerServer(code=-9)
+    cgroup = MemoryCgroup(limits)
+    worker = forkserver.ForkedWorker(server, "job1", tmp_path / "log", cgroup, pid=3)
+    assert worker.cgroup is cgroup
+    assert worker.exit_description() == f"exceeded the memory limit of {words} GiB and was killed"
+    assert server.calls == []  # the cgroup's word is enough: the server is not asked
+
+
+@pytest.mark.parametrize("cgroup", [None, MemoryCgroup({"memory": 1 << 30}, exceeded=False)])
+@pytest.mark.parametrize("code, words", [(None, "still running"), (0, "exited with code 0"), (-9, "killed by SIGKILL")])
+def test_a_worker_not_killed_for_memory_is_described_by_its_exit_asked_without_waiting(tmp_path, cgroup, code, words):
+    server = WorkerServer(code=code)
+    worker = forkserver.ForkedWorker(server, "job2", tmp_path / "log", cgroup)
+    assert worker.exit_description() == words
+    assert server.calls == [("exit_code", "job2", 0.0)]
+
+
+def test_alive_asks_for_the_exit_without_waiting(tmp_path):
+    server = WorkerServer(code=None)
+    worker = forkserver.ForkedWorker(server, "job3", tmp_path / "log", None)
+    assert worker.alive() is True
+    assert server.calls == [("exit_code", "job3", 0.0), ("lost",)]
+
+
+def test_a_workers_log_tail_is_its_last_4000_bytes_by_default(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("".join(f"{i % 10}" for i in range(5000)) + "END")
+    worker = forkserver.ForkedWorker(WorkerServer(), "job4", log, None)
+    text = log.read_text()
+    assert worker.log_tail() == "…" + text[-4000:] and len(text[-4000:]) == 4000
+    assert worker.log_tail(10) == "…" + text[-10:]
+
+
+# -- exit_code and kill: the waits, with a fake clock ---------------------------------------------------
+
+
+class Clock:
+    """`time` for the module: a monotonic clock that moves only when `advance` says."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def waiting_launcher(monkeypatch, step: float) -> tuple[ForkServerLauncher, Clock, list[float]]:
+    """A launcher whose server never answers: each `_pump` records its timeout and moves the clock by `step`."""
+    clock = Clock()
+    monkeypatch.setattr(forkserver, "time", clock)
+    launcher = object.__new__(ForkServerLauncher)
+    launcher._dead, launcher._current, launcher.cgroup, launcher.trusted = None, None, None, False
+    launcher._started, launcher._failed, launcher._exits = {}, {}, {}
+    launcher.process = SimpleNamespace(popen=SimpleNamespace(poll=lambda: None))
+    pumps: list[float] = []
+
+    def pump(timeout):
+        pumps.append(timeout)
+        clock.now += step
+
+    launcher._pump = pump
+    return launcher, clock, pumps
+
+
+def test_exit_code_reads_in_steps_of_50_ms_until_its_wait_ends_and_not_once_more(monkeypatch):
+    launcher, clock, pumps = waiting_launcher(monkeypatch, 0.0625)
+    assert launcher.exit_code("j", wait=0.25) is None
+    assert pumps == [0.05] * 4 and clock.now == 1000.25  # the deadline met exactly: no read of 0 s after it
+
+
+def test_exit_code_reads_no_longer_than_what_is_left_of_its_wait(monkeypatch):
+    launcher, clock, pumps = waiting_launcher(monkeypatch, 0.03125)
+    assert launcher.exit_code("j", wait=0.09375) is None
+    assert pumps == [0.05, 0.05, 0.03125]
+
+
+def test_kill_sends_the_kill_and_waits_up_to_10_s_for_the_exit(monkeypatch):
+    launcher, _, _ = waiting_launcher(monkeypatch, 1.0)
+    sent, waits = [], []
+    launcher._send = lambda frame: sent.append(frame)
+    launcher.exit_code = lambda job, wait: waits.append((job, wait))
+    launcher.kill("j")
+    assert sent == [{"op": "kill", "job": "j"}] and waits == [("j", 10.0)]
+
+
+def test_kill_sends_nothing_for_a_job_that_already_exited(monkeypatch):
+    launcher, _, pumps = waiting_launcher(monkeypatch, 1.0)
+    launcher._exits["j"] = 0
+    sent = []
+    launcher._send = lambda frame: sent.append(frame)
+    launcher.kill("j")
+    assert sent == [] and pumps == []
+
+
+# -- start: the CUDA branch, and a server that never answers ---------------------------------------
+
+
+def start_launcher(tmp_path, device: str, trusted: bool = False) -> ForkServerLauncher:
+    launcher = object.__new__(ForkServerLauncher)
+    launcher.modules, launcher.trusted, launcher.device, launcher.threads = {CANDIDATE: "candidate"}, trusted, device, 1
+    launcher._jobs = tmp_path / "jobs"
+    launcher._jobs.mkdir()
+    launcher._rebinds, launcher.fresh_proc = [], False
+    launcher._dead, launcher._current, launcher.cgroup = None, None, None
+    launcher._started, launcher._failed, launcher._exits = {}, {}, {}
+    launcher.process = SimpleNamespace(popen=SimpleNamespace(poll=lambda: None))
+    launcher.should_cancel = lambda: False
+    return launcher
+
+
+def start_job(launcher, tmp_path, limits: ResourceLimits):
+    job_dir = tmp_path / "job"
+    job_dir.mkdir(exist_ok=True)
+    (job_dir / "candidate.py").write_text("x = 1\n")
+    return launcher.start(CANDIDATE, str(job_dir / "candidate.py"), job_dir=job_dir, limits=limits, token="t0k",
+                          log_path=tmp_path / "job.log", channel_fd=99)
+
+
+@pytest.fixture
+def no_passthrough(monkeypatch):
+    for name in forkserver.PASSTHROUGH_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("device, visible, cuda", [
+    ("cuda:1", "3", True),
+    ("cuda", "2,3", True),
+    ("cpu", "2,3", False),
+])
+def test_a_jobs_frame_on_a_gpu_names_the_device_its_variables_and_no_address_space_cap(
+        tmp_path, monkeypatch, no_passthrough, device, visible, cuda):
+    """A CUDA worker gets ``--device cuda``, the visible devices narrowed to its GPU as a fresh worker's
+    are, and no RLIMIT_AS (CUDA reserves far more address space than it uses; its memory is the cgroup's)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    launcher = start_launcher(tmp_path, device)
+    sent = []
+
+    def send(frame, fds):
+        sent.append(frame)
+        launcher._started[frame["job"]] = 5
+
+    launcher._send = send
+    limits = ResourceLimits(memory_bytes=3 << 30, max_processes=64)
+    start_job(launcher, tmp_path, limits)
+    [frame] = sent
+    assert frame["argv"] == ["--source", "/job/candidate.py", "--device", "cuda" if cuda else "cpu"]
+    gpu = {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if cuda else {
+        "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert {k: v for k, v in frame["env"].items() if k.startswith("CUDA")} == gpu
+    caps = [("RLIMIT_NPROC", 64), ("RLIMIT_NOFILE", 1024), ("RLIMIT_FSIZE", 64 << 20)]
+    assert frame["limits"] == (caps if cuda else [*caps, ("RLIMIT_AS", 3 << 30)])
+
+
+def test_a_server_silent_for_30_s_is_reported_after_30_s_of_50_ms_reads(tmp_path, monkeypatch, no_passthrough):
+    launcher, clock, pumps = waiting_launcher(monkeypatch, 1.0)
+    launcher.modules, launcher.device, launcher.threads = {CANDIDATE: "candidate"}, "cpu", 1
+    launcher._jobs = tmp_path / "jobs"
+    launcher._jobs.mkdir()
+    launcher._rebinds, launcher.fresh_proc = [], False
+    launcher._send = lambda frame, fds: None
+    with pytest.raises(EvaluatorError) as info:
+        start_job(launcher, tmp_path, ResourceLimits())
+    assert str(info.value) == "the fork server did not start the job (no reply in 30 s)"
+    # read until the clock passed the deadline: at 30 s exactly it still reads once more
+    assert pumps == [0.05] * 31 and clock.now == 1031.0
+
+
+# -- forget, close and _cleanup: removing what a job or server leaves -----------------------------------
+
+
+def forgetting_launcher(tmp_path, trusted: bool) -> ForkServerLauncher:
+    launcher = object.__new__(ForkServerLauncher)
+    launcher.trusted = trusted
+    launcher._jobs = tmp_path / "jobs"
+    launcher._jobs.mkdir()
+    launcher._exits, launcher._current = {"j": 0, "other": 1}, "j"
+    return launcher
+
+
+def test_forget_removes_a_jailed_jobs_read_only_folder_and_is_harmless_twice(tmp_path):
+    launcher = forgetting_launcher(tmp_path, trusted=False)
+    folder = launcher._jobs / "j"
+    folder.mkdir()
+    (folder / "candidate.py").write_text("x = 1\n")
+    os.chmod(folder / "candidate.py", 0o444)
+    os.chmod(folder, 0o555)  # as start leaves it
+    launcher.forget("j")
+    assert not folder.exists() and launcher._exits == {"other": 1} and launcher._current is None
+    launcher.forget("j")  # its folder is gone already
+    assert list(launcher._jobs.iterdir()) == [] and launcher._exits == {"other": 1}
+
+
+def test_forget_leaves_the_current_job_of_another_and_a_trusted_servers_folders(tmp_path):
+    launcher = forgetting_launcher(tmp_path, trusted=True)
+    (launcher._jobs / "j").mkdir()
+    launcher._current = "other"
+    launcher.forget("j")
+    assert launcher._current == "other" and launcher._exits == {"other": 1}
+    assert (launcher._jobs / "j").is_dir()  # a trusted server's jobs have no folder of the server's
+
+
+class StuckRmtree:
+    """`shutil.rmtree` for a folder that cannot be removed (a busy mount, a file made immutable): it
+    fails unless told to ignore errors; each call recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Path, dict]] = []
+
+    def __call__(self, path, **kwargs):
+        self.calls.append((Path(path), kwargs))
+        if not kwargs.get("ignore_errors"):
+            raise PermissionError(1, "Operation not permitted", str(path))
+
+
+def test_forget_shrugs_off_a_job_folder_that_cannot_be_removed(tmp_path, monkeypatch):
+    rmtree = StuckRmtree()
+    monkeypatch.setattr(forkserver.shutil, "rmtree", rmtree)
+    launcher = forgetting_launcher(tmp_path, trusted=False)
+    (launcher._jobs / "j").mkdir()
+    launcher.forget("j")
+    assert rmtree.calls == [(launcher._jobs / "j", {"ignore_errors": True})]
+    assert launcher._exits == {"other": 1} and launcher._current is None
+
+
+def test_closing_a_server_whose_home_cannot_be_removed_still_closes_it_once(tmp_path, monkeypatch):
+    rmtree = StuckRmtree()
+    monkeypatch.setattr(forkserver.shutil, "rmtree", rmtree)
+    launcher = object.__new__(ForkServerLauncher)
+    launcher._home = tmp_path / "home"
+    launcher.cgroup = cgroup = FakeCgroup()
+    launcher.process = FakeServerProcess()
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    child_end.close()
+    launcher.control = parent_end
+    launcher._send_lock = threading.Lock()
+    launcher._dead = None
+    launcher.close()
+    launcher.close()  # twice (a pool and its references both close it): harmless
+    assert rmtree.calls == [(tmp_path / "home", {"ignore_errors": True})] * 2
+    assert cgroup.destroyed == 1 and launcher.cgroup is None and launcher.process.kills == 2
+    assert parent_end.fileno() == -1

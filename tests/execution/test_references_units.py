@@ -1,0 +1,189 @@
+"""The warm references' bookkeeping without reference workers: the fast unit layer for mutation testing.
+
+What is faked here, and why: `tests/execution/test_references_lru.py` and `test_references_keys.py` start
+real trusted and jailed reference servers (seconds per test), and some cases cannot be made with real
+processes on a test machine: a process tree larger than the walk's cap, a process that exits in the
+middle of the walk, one listed under two parents, a worker that names itself in bytes that are not ASCII,
+a runner whose host PID is unknown, a GPU device. Here `/proc` is a dictionary answered in place of the
+module's builtin `open`, and `ReferenceRunner` is a recorder; nothing is started, so that
+`benchmarks/mutation.py references_units` can rerun the file for each mutant it is given.
+"""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+
+import tritongym.execution.references as references
+from tritongym.execution.references import FreshJailedReferences, WarmReferences
+
+
+class FakeProc:
+    """A /proc of chosen processes: each one's ``status`` (bytes, as the kernel writes them) and
+    ``task/<pid>/children``, decoded with the encoding and error handler the caller asks for, as `open`
+    does. A process missing here has exited (FileNotFoundError, as for a real /proc)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.opened: list[str] = []
+
+    def add(self, pid: int, rss_kb: int | None, children: tuple[int, ...] = (), name: bytes = b"python3") -> None:
+        lines = [b"Name:\t" + name, b"State:\tS (sleeping)", f"Pid:\t{pid}".encode(), b"VmPeak:\t  900000 kB"]
+        if rss_kb is not None:
+            lines.append(f"VmRSS:\t{rss_kb:8} kB".encode())
+        lines.append(b"Threads:\t4")
+        self.files[f"/proc/{pid}/status"] = b"\n".join(lines) + b"\n"
+        self.files[f"/proc/{pid}/task/{pid}/children"] = "".join(f"{child} " for child in children).encode()
+
+    def open(self, path, mode="r", encoding=None, errors=None):
+        assert mode == "r" and str(path).startswith("/proc/"), path
+        self.opened.append(str(path))
+        if path not in self.files:
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return io.TextIOWrapper(io.BytesIO(self.files[path]), encoding=encoding, errors=errors)
+
+    def statuses(self) -> list[int]:
+        return [int(path.split("/")[2]) for path in self.opened if path.endswith("/status")]
+
+
+@pytest.fixture
+def proc(monkeypatch) -> FakeProc:
+    fake = FakeProc()
+    monkeypatch.setattr(references, "open", fake.open, raising=False)
+    return fake
+
+
+# -- _resident_bytes ----------------------------------------------------------------------------------
+
+
+def test_resident_bytes_sums_a_tree(proc):
+    proc.add(10, 100, (11, 12))
+    proc.add(11, 20, (13,))
+    proc.add(12, None)  # a zombie has no VmRSS line
+    proc.add(13, 3)
+    assert references._resident_bytes(10) == (100 + 20 + 3) * 1024
+    assert references._resident_bytes(11) == 23 * 1024 and references._resident_bytes(99) == 0
+
+
+@pytest.mark.parametrize("size, counted", [(64, 64), (65, 64), (200, 64)])
+def test_resident_bytes_reads_at_most_64_processes(proc, size, counted):
+    for pid in range(1, size):
+        proc.add(pid, 1, (pid + 1,))
+    proc.add(size, 1)
+    assert references._resident_bytes(1) == counted * 1024
+    assert proc.statuses() == list(range(1, counted + 1))
+
+
+def test_resident_bytes_goes_on_past_a_process_that_exited_during_the_walk(proc):
+    proc.add(20, 1, (22, 21))  # 21 is read first (the stack's top): it exited, its files are gone
+    proc.add(22, 5)
+    assert references._resident_bytes(20) == 6 * 1024
+    del proc.files["/proc/22/task/22/children"]  # 22 exits between its status and its children
+    proc.add(23, 7, (22, 24))
+    proc.add(24, 9)
+    assert references._resident_bytes(23) == (7 + 5 + 9) * 1024
+
+
+def test_resident_bytes_counts_a_process_listed_twice_once_and_goes_on(proc):
+    """A process reparented while the tree is walked shows under its old and its new parent."""
+    proc.add(30, 1, (33, 32, 31))
+    proc.add(31, 2, (32,))
+    proc.add(32, 4)
+    proc.add(33, 8)
+    assert references._resident_bytes(30) == 15 * 1024
+    assert proc.statuses() == [30, 31, 32, 33]
+
+
+@pytest.mark.parametrize("name", [b"\xe2\x98\x83 worker", b"\xff\xfe", b"caf\xc3\xa9"])
+def test_resident_bytes_counts_a_worker_whose_name_is_not_ascii(proc, name):
+    """A worker names itself (prctl PR_SET_NAME takes any bytes): its memory and its children's still count."""
+    proc.add(40, 1, (41,))
+    proc.add(41, 300, (42,), name=name)
+    proc.add(42, 50)
+    assert references._resident_bytes(40) == 351 * 1024
+
+
+# -- WarmReferences.release: a runner whose host PID is unknown -----------------------------------------
+
+
+class Runner:
+    """An idle reference runner: its problem, device and jail, a process (alive, with a PID or none)."""
+
+    def __init__(self, problem: str, pid: int | None) -> None:
+        self.problem = SimpleNamespace(content_hash=problem)
+        self.device, self.jailed = "cpu", True
+        self.process = SimpleNamespace(pid=pid, alive=lambda: True)
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.fixture
+def init_tree(proc) -> FakeProc:
+    """PID 1 and its tree, heavy: what a PID-less runner must not be charged with."""
+    proc.add(1, 8 << 20, (2,))
+    proc.add(2, 8 << 20)
+    proc.add(50, 1024)  # 1 MiB
+    proc.add(60, 1024)
+    return proc
+
+
+def test_a_runner_without_a_host_pid_counts_no_memory(init_tree):
+    """A jailed fork server's worker whose host PID was not found (`ForkedWorker.pid` is None) weighs 0."""
+    cache = WarmReferences(max_idle=8, max_idle_bytes=3 << 19, fork=False)
+    unknown, known = Runner("a", None), Runner("b", 50)
+    cache.release(unknown, True)
+    cache.release(known, True)
+    assert cache.idle() == 2 and unknown.closed == known.closed == 0
+    assert 1 not in init_tree.statuses()  # no PID is no process: not PID 1's tree
+
+
+def test_evicting_a_runner_without_a_host_pid_frees_no_memory(init_tree):
+    cache = WarmReferences(max_idle=8, max_idle_bytes=3 << 19, fork=False)  # 1.5 MiB
+    unknown, first, second = Runner("a", None), Runner("b", 50), Runner("c", 60)
+    for runner in (unknown, first, second):
+        cache.release(runner, True)
+    # 2 MiB idle: the oldest (0 bytes) goes, then the next (1 MiB), which leaves 1 MiB
+    assert cache.idle() == 1 and (unknown.closed, first.closed, second.closed) == (1, 1, 0)
+    assert 1 not in init_tree.statuses()
+
+
+# -- the device each runner is made for --------------------------------------------------------------
+
+
+class Made:
+    """Replaces `ReferenceRunner`: records each runner's arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return SimpleNamespace(args=args, kwargs=kwargs)
+
+
+@pytest.mark.parametrize("device", ["cuda:1", "cpu"])
+def test_a_warm_caches_new_runner_is_made_for_the_device_asked(monkeypatch, device):
+    made = Made()
+    monkeypatch.setattr(references, "ReferenceRunner", made)
+    problem = SimpleNamespace(content_hash="p")
+    cache = WarmReferences(threads=3, fork=False)
+    cache.acquire(problem, device, 7.5)
+    cache.jailed().acquire(problem, device, 2.0)
+    assert made.calls == [((problem,), {"device": device, "timeout": 7.5, "threads": 3, "spawner": None,
+                                        "jailed": False}),
+                          ((problem,), {"device": device, "timeout": 2.0, "threads": 3, "spawner": None,
+                                        "jailed": True})]
+    assert cache.misses == 2 and cache.hits == 0
+
+
+@pytest.mark.parametrize("device", ["cuda:1", "cpu"])
+def test_a_fresh_jailed_runner_is_made_for_the_device_asked(monkeypatch, device):
+    made = Made()
+    monkeypatch.setattr(references, "ReferenceRunner", made)
+    problem = SimpleNamespace(content_hash="p")
+    FreshJailedReferences().acquire(problem, device, 4.0)
+    assert made.calls == [((problem,), {"device": device, "timeout": 4.0, "jailed": True})]
