@@ -21,6 +21,7 @@ tests/execution/test_forkserver_host.py and tests/execution/test_forkserver.py.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import socket
@@ -1014,3 +1015,92 @@ def test_closing_a_server_whose_home_cannot_be_removed_still_closes_it_once(tmp_
     assert rmtree.calls == [(tmp_path / "home", {"ignore_errors": True})] * 2
     assert cgroup.destroyed == 1 and launcher.cgroup is None and launcher.process.kills == 2
     assert parent_end.fileno() == -1
+
+
+# -- the control channel: what the host sends and how long it waits ------------------------------------
+
+
+@pytest.mark.parametrize("current, exits, sent", [
+    (None, {}, []),  # no job runs: nothing to kill
+    ("j", {"j": 0}, []),  # it exited already
+    ("j", {"other": 0}, [{"op": "kill", "job": "j"}]),
+])
+def test_kill_current_sends_a_kill_only_for_a_running_job(monkeypatch, current, exits, sent):
+    launcher, _, _ = waiting_launcher(monkeypatch, 1.0)
+    launcher._current, launcher._exits = current, dict(exits)
+    frames = []
+    launcher._send = lambda frame: frames.append(frame)
+    launcher.kill_current()
+    assert frames == sent
+
+
+def test_close_asks_the_server_to_exit_then_kills_it(tmp_path):
+    launcher = object.__new__(ForkServerLauncher)
+    launcher._home = tmp_path / "home"
+    launcher._home.mkdir()
+    launcher.cgroup = FakeCgroup()
+    launcher.process = FakeServerProcess()
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    launcher.control, launcher._send_lock, launcher._dead = parent_end, threading.Lock(), None
+    launcher.close()
+    assert json.loads(child_end.recv(1 << 16)) == {"op": "exit"}  # what forkserver_main reads
+    child_end.close()
+    assert launcher.process.kills == 1 and parent_end.fileno() == -1 and not launcher._home.exists()
+
+
+def test_a_trusted_jobs_frame_in_full(tmp_path, monkeypatch, no_passthrough):
+    """The start frame as forkserver_main reads it (test_forkserver_host.py runs it against a real server)."""
+    launcher = start_launcher(tmp_path, "cpu", trusted=True)
+    launcher.modules, launcher.threads = {REFERENCE: "reference"}, 3
+    sent = []
+
+    def send(frame, fds):
+        sent.append(frame)
+        launcher._started[frame["job"]] = 5
+
+    launcher._send = send
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    worker = launcher.start(REFERENCE, str(job_dir / "ref.py"), job_dir=job_dir, limits=ResourceLimits(max_processes=9),
+                            token="t0k", log_path=tmp_path / "job.log", channel_fd=99, problem_path="/p/problem.py")
+    [frame] = sent
+    job = frame.pop("job")
+    assert re.fullmatch(r"[0-9a-f]{16}", job) and worker.job == job
+    home = str(job_dir)
+    assert frame == {
+        "op": "start", "role": "reference", "dir": home, "files": [],
+        "argv": ["--source", str(job_dir / "ref.py"), "--device", "cpu", "--problem", "/p/problem.py"],
+        "limits": [("RLIMIT_NPROC", 9), ("RLIMIT_NOFILE", 1024), ("RLIMIT_FSIZE", 64 << 20), ("RLIMIT_AS", 8 << 30)],
+        "job_bytes": 256 << 20,
+        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox",
+                "LOGNAME": "sandbox", "TRITONGYM_JOB": "t0k", "HOME": home, "TMPDIR": home,
+                "TRITON_CACHE_DIR": os.path.join(home, ".triton")},
+        "threads": 3, "rebind": [], "fresh_proc": False,
+    }
+
+
+class StuckPopen:
+    """A server process that closed its channel but does not exit: each wait's timeout recorded."""
+
+    def __init__(self) -> None:
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        raise subprocess.TimeoutExpired(["forkserver_main"], timeout)
+
+
+def test_at_the_channels_end_the_servers_exit_is_awaited_for_1_s_at_most():
+    launcher = object.__new__(ForkServerLauncher)
+    launcher._recv_lock, launcher._dead = threading.Lock(), None
+    popen = StuckPopen()
+    launcher.process = SimpleNamespace(popen=popen, exit_description=lambda: "still running")
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    child_end.close()
+    launcher.control = parent_end
+    try:
+        launcher._pump(0.5)
+    finally:
+        parent_end.close()
+    assert popen.waits == [1.0]
+    assert launcher._dead == "the fork server exited (still running)"
