@@ -5,7 +5,8 @@ real trusted and jailed reference servers (seconds per test), and some cases can
 processes on a test machine: a process tree larger than the walk's cap, a process that exits in the
 middle of the walk, one listed under two parents, a worker that names itself in bytes that are not ASCII,
 a runner whose host PID is unknown, a GPU device. Here `/proc` is a dictionary answered in place of the
-module's builtin `open`, and `ReferenceRunner` is a recorder; nothing is started, so that
+module's builtin `open`, `ReferenceRunner` is a recorder, and the fork servers `_spawner` starts (and the
+jail's probe it asks) are recording stand-ins; nothing is started, so that
 `benchmarks/mutation.py references_units` can rerun the file for each mutant it is given.
 """
 
@@ -17,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 import tritongym.execution.references as references
+from tritongym.errors import EvaluatorError
+from tritongym.evaluator.reference import ReferenceWorkerLost
 from tritongym.execution.references import FreshJailedReferences, WarmReferences
 
 
@@ -187,3 +190,141 @@ def test_a_fresh_jailed_runner_is_made_for_the_device_asked(monkeypatch, device)
     problem = SimpleNamespace(content_hash="p")
     FreshJailedReferences().acquire(problem, device, 4.0)
     assert made.calls == [((problem,), {"device": device, "timeout": 4.0, "jailed": True})]
+
+
+# -- _spawner: the warm fork server of each (device, jailed) -----------------------------------------
+
+
+class Launcher:
+    """Replaces `ForkServerLauncher`: each server's arguments, a scripted `lost`, counted `close`."""
+
+    made: list[Launcher]
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.args, self.kwargs = args, kwargs
+        self.is_lost = False
+        self.closed = 0
+        self.process = SimpleNamespace(pid=4000 + len(Launcher.made))
+        Launcher.made.append(self)
+
+    def lost(self) -> bool:
+        return self.is_lost
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def start(self, *args, **kwargs):
+        raise AssertionError("not started here")
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    """Fork servers replaced by `Launcher`s; the jailed probe answers `servers.problem`, each ask recorded."""
+    import tritongym.execution.forkserver as forkserver
+
+    state = SimpleNamespace(problem=None, asked=[], made=[])
+    Launcher.made = state.made
+
+    def jailed_problem(device):
+        state.asked.append(device)
+        return state.problem
+
+    monkeypatch.setattr(forkserver, "ForkServerLauncher", Launcher)
+    monkeypatch.setattr(forkserver, "jailed_forkserver_problem", jailed_problem)
+    monkeypatch.setattr(references.sys, "platform", "linux")
+    return state
+
+
+def test_a_trusted_server_per_device_is_started_once_and_reused(servers):
+    cache = WarmReferences(threads=2)
+    spawner = cache._spawner("cuda:1", False)
+    [server] = servers.made
+    assert spawner == server.start and server.args == ("cuda:1",) and server.kwargs == {"threads": 2, "trusted": True}
+    assert cache._spawner("cuda:1", False) == server.start and len(servers.made) == 1
+    assert servers.asked == []  # the jail's probe is for jailed servers only
+    assert cache.server_pid("cuda:1", False) == server.process.pid and cache.server_pid("cuda:1", True) is None
+    cache._spawner("cpu", False)
+    assert len(servers.made) == 2 and servers.made[1].args == ("cpu",)
+
+
+def test_a_jailed_server_has_the_reference_role_and_a_cgroup_for_its_whole_tree(servers):
+    cache = WarmReferences(max_idle_bytes=1 << 30, threads=3, slots=2)
+    spawner = cache._spawner("cpu", True)
+    [server] = servers.made
+    assert spawner == server.start and servers.asked == ["cpu"]
+    assert server.args == ("cpu",)
+    assert server.kwargs == {"threads": 3, "roles": ("reference",), "cgroup_caps": (4096, (1 << 30) + 2 * (8 << 30))}
+    assert cache._spawner("cpu", False) is not None and len(servers.made) == 2  # trusted and jailed kept apart
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:1"])
+def test_where_no_jailed_server_can_run_references_start_fresh_and_it_is_not_asked_again(servers, device):
+    servers.problem = "bubblewrap (bwrap) is not installed"
+    cache = WarmReferences()
+    assert cache._spawner(device, True) is None and servers.made == [] and set(servers.asked) == {device}
+    asked = len(servers.asked)
+    assert cache._spawner(device, True) is None and len(servers.asked) == asked
+    assert cache._spawner(device, False) is not None  # a trusted server still runs
+
+
+def test_a_server_that_fails_to_start_is_not_tried_again(servers, monkeypatch):
+    import tritongym.execution.forkserver as forkserver
+
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        raise EvaluatorError("the fork server did not start: ...")
+
+    monkeypatch.setattr(forkserver, "ForkServerLauncher", failing)
+    cache = WarmReferences()
+    assert cache._spawner("cpu", False) is None and cache._spawner("cpu", False) is None
+    assert calls == [("cpu",)] and cache.server_pid("cpu", False) is None
+
+
+def test_a_lost_server_is_closed_and_replaced(servers):
+    cache = WarmReferences()
+    cache._spawner("cpu", False)
+    [first] = servers.made
+    first.is_lost = True
+    assert cache.server_pid("cpu", False) is None
+    spawner = cache._spawner("cpu", False)
+    assert first.closed == 1 and len(servers.made) == 2 and spawner == servers.made[1].start
+
+
+def test_without_fork_there_are_no_servers(servers):
+    cache = WarmReferences(fork=False)
+    assert cache._spawner("cpu", False) is None and cache._spawner("cpu", True) is None
+    assert servers.made == [] and servers.asked == []
+
+
+def test_close_closes_the_idle_runners_and_the_servers(servers, proc):
+    cache = WarmReferences()
+    cache._spawner("cpu", False)
+    cache._spawner("cpu", True)
+    runner = Runner("a", 50)
+    proc.add(50, 1)
+    cache.release(runner, True)
+    cache.close()
+    assert runner.closed == 1 and [s.closed for s in servers.made] == [1, 1] and cache.idle() == 0
+    assert cache.server_pid("cpu", False) is None
+
+
+# -- acquire: a fork server's failure to start a worker is the machine's ------------------------------
+
+
+def test_a_fork_servers_failure_to_start_a_worker_is_a_lost_worker(servers, monkeypatch):
+    def failing(*args, **kwargs):
+        raise EvaluatorError("the fork server refused the job: no room")
+
+    monkeypatch.setattr(references, "ReferenceRunner", failing)
+    cache = WarmReferences()
+    with pytest.raises(ReferenceWorkerLost) as info:
+        cache.acquire(SimpleNamespace(content_hash="p"), "cpu", 5.0)
+    assert str(info.value) == "the reference fork server did not start a worker: " \
+                              "the fork server refused the job: no room"
+    assert isinstance(info.value.__cause__, EvaluatorError)
+    fresh = WarmReferences(fork=False)
+    with pytest.raises(EvaluatorError) as info:
+        fresh.acquire(SimpleNamespace(content_hash="p"), "cpu", 5.0)
+    assert type(info.value) is EvaluatorError  # a fresh worker's own failure is not the server's
