@@ -328,3 +328,107 @@ def test_a_fork_servers_failure_to_start_a_worker_is_a_lost_worker(servers, monk
     with pytest.raises(EvaluatorError) as info:
         fresh.acquire(SimpleNamespace(content_hash="p"), "cpu", 5.0)
     assert type(info.value) is EvaluatorError  # a fresh worker's own failure is not the server's
+
+
+# -- the cache: defaults, hits, and its bounds ---------------------------------------------------------
+
+
+def test_the_caches_defaults(monkeypatch):
+    monkeypatch.setattr(references.sys, "platform", "linux")
+    cache = WarmReferences()
+    assert (cache.max_idle, cache.max_idle_bytes, cache.threads, cache.fork) == (8, 4 << 30, None, True)
+    assert cache.jail_memory_bytes == (4 << 30) + (8 << 30)  # one running evaluation's 8 GiB by default
+    assert WarmReferences(max_idle_bytes=1 << 30, slots=0).jail_memory_bytes == (1 << 30) + (8 << 30)
+    assert WarmReferences(slots=3, jail_memory_bytes=5 << 30).jail_memory_bytes == 5 << 30
+    assert (cache.hits, cache.misses, cache.idle()) == (0, 0, 0)
+    monkeypatch.setattr(references.sys, "platform", "darwin")
+    assert WarmReferences().fork is False
+
+
+@pytest.fixture
+def made(monkeypatch) -> Made:
+    fake = Made()
+    monkeypatch.setattr(references, "ReferenceRunner", fake)
+    return fake
+
+
+def test_an_idle_runner_of_the_same_problem_device_and_jail_is_handed_out_again(proc, made):
+    cache = WarmReferences(fork=False)
+    older, newer, other = Runner("p", None), Runner("p", None), Runner("q", None)
+    for runner in (older, other, newer):
+        cache.release(runner, True)
+    problem = SimpleNamespace(content_hash="p")
+    assert cache.acquire(problem, "cpu", 3.0, jailed=True) is newer and newer.timeout == 3.0  # the latest first
+    assert cache.acquire(problem, "cpu", 4.0, jailed=True) is older and older.timeout == 4.0
+    assert (cache.hits, cache.misses, cache.idle()) == (2, 0, 1)
+    cache.acquire(problem, "cpu", 5.0, jailed=True)  # none left: a new runner
+    cache.jailed().release(older, True)
+    cache.acquire(problem, "cuda:0", 5.0, jailed=True)  # another device
+    cache.acquire(problem, "cpu", 5.0)  # trusted
+    assert (cache.hits, cache.misses, cache.idle()) == (2, 3, 2) and len(made.calls) == 3
+    assert older.closed == newer.closed == 0
+
+
+def test_an_idle_runner_that_died_is_closed_and_replaced(proc, made):
+    cache = WarmReferences(fork=False)
+    runner = Runner("p", None)
+    cache.release(runner, True)
+    runner.process.alive = lambda: False
+    new = cache.acquire(SimpleNamespace(content_hash="p"), "cpu", 1.0, jailed=True)
+    assert new is not runner and runner.closed == 1 and (cache.hits, cache.misses) == (0, 1)
+
+
+def test_a_new_runner_is_forked_by_the_warm_server_of_its_device_and_jail(servers, made):
+    cache = WarmReferences()
+    problem = SimpleNamespace(content_hash="p")
+    cache.acquire(problem, "cpu", 1.0, jailed=True)
+    cache.acquire(problem, "cuda:1", 1.0)
+    jailed, trusted = servers.made
+    assert jailed.args == ("cpu",) and "roles" in jailed.kwargs and trusted.args == ("cuda:1",)
+    assert trusted.kwargs == {"threads": None, "trusted": True}
+    assert [kwargs["spawner"] for _, kwargs in made.calls] == [jailed.start, trusted.start]
+
+
+@pytest.mark.parametrize("reusable, alive", [(False, True), (True, False), (False, False)])
+def test_a_runner_not_to_be_reused_is_closed(proc, reusable, alive):
+    cache = WarmReferences(fork=False)
+    runner = Runner("p", None)
+    runner.process.alive = lambda: alive
+    cache.release(runner, reusable)
+    assert runner.closed == 1 and cache.idle() == 0
+
+
+def test_beyond_max_idle_the_least_recently_used_goes(proc, made):
+    cache = WarmReferences(max_idle=2, fork=False)
+    first, second, third = Runner("a", None), Runner("b", None), Runner("c", None)
+    cache.release(first, True)
+    cache.release(second, True)
+    assert cache.idle() == 2 and first.closed == 0
+    cache.release(third, True)
+    assert (first.closed, second.closed, third.closed) == (1, 0, 0) and cache.idle() == 2
+    assert cache.acquire(SimpleNamespace(content_hash="b"), "cpu", 1.0, jailed=True) is second
+    assert cache.acquire(SimpleNamespace(content_hash="c"), "cpu", 1.0, jailed=True) is third
+
+
+def test_the_memory_bound_keeps_what_fits_exactly_and_always_one(proc):
+    for pid in (50, 60, 70):
+        proc.add(pid, 1024)  # 1 MiB each
+    cache = WarmReferences(max_idle_bytes=2 << 20, fork=False)
+    runners = [Runner(name, pid) for name, pid in (("a", 50), ("b", 60))]
+    for runner in runners:
+        cache.release(runner, True)
+    assert cache.idle() == 2 and [r.closed for r in runners] == [0, 0]  # 2 MiB exactly: within the bound
+    alone = WarmReferences(max_idle_bytes=1 << 19, fork=False)
+    big = Runner("c", 70)
+    alone.release(big, True)
+    assert alone.idle() == 1 and big.closed == 0  # the last one is kept even when it alone is too big
+
+
+def test_the_memory_bound_evicts_only_until_the_rest_fits(proc):
+    for pid in (50, 60, 70):
+        proc.add(pid, 1024)
+    cache = WarmReferences(max_idle_bytes=5 << 19, fork=False)  # 2.5 MiB
+    runners = [Runner(name, pid) for name, pid in (("a", 50), ("b", 60), ("c", 70))]
+    for runner in runners:
+        cache.release(runner, True)
+    assert [r.closed for r in runners] == [1, 0, 0] and cache.idle() == 2
