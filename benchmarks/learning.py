@@ -85,7 +85,12 @@ def _replace_once(text: str, old: str, new: str) -> str:
 
 def variants_of(name: str, honest: str) -> list[tuple[str, str]]:
     """(kind, code): the honest solution of builtin/`name` and four realistic wrong ones."""
-    off_by_one = _replace_once(honest, "mask = offs < n_elements", "mask = offs < n_elements - 1")
+    # The off-by-one leaves the last element unwritten; its output is zero-filled so that element reads
+    # 0 in every run. With `torch.empty_like` it held whatever the allocator handed out, which depends
+    # on the worker's allocation history (it changed under CPU load): the feedback's error figures,
+    # hence the corpus, the tokenizer and the pretrained policy, drifted from run to run.
+    off_by_one = _replace_once(_replace_once(honest, "mask = offs < n_elements", "mask = offs < n_elements - 1"),
+                               "out = torch.empty_like(x)", "out = torch.zeros_like(x)")
     old, new = MISSING_ACTIVATION[name]
     missing = _replace_once(honest, old, new)
     head, sep, _ = honest.partition("        x = x.contiguous()\n")
@@ -269,7 +274,8 @@ def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: 
                             advantage=advantage, seed=seed, eval_seed=settings.eval_seed,
                             extra=dict(settings.extra))
     summary = run_trl_training(config)
-    return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out)}
+    return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out),
+            "shift": first_reply_shift(model_folder, out)}
 
 
 def _violations(turn: dict[str, Any]) -> list[str]:
@@ -308,6 +314,50 @@ def window_mean(curve: list[dict[str, Any]], key: str, which: str, width: int) -
     """Mean of `key` over the first or last `width` steps of `curve`."""
     part = curve[:width] if which == "first" else curve[-width:]
     return sum(point[key] for point in part) / len(part)
+
+
+def first_reply_shift(model_folder: Path, rl_out: Path) -> dict[str, Any]:
+    """How RL moved the policy on its own first replies.
+
+    For every trajectory's first turn in ``rl_out/trajectories.jsonl``: the reply's log-probability
+    (summed over its tokens and the end-of-turn token, in the context `KernelRollout` sampled it in:
+    `encode_conversation`) under the pretrained policy (`model_folder`) and under the trained one
+    (``rl_out/model``); the means of (after - before) over the replies the evaluator passed (``ok``)
+    and over the others. The policy gradient raises the log-probability of replies with a positive
+    advantage and lowers the others' (Williams 1992; TRLOO's advantage of a first turn is its return
+    minus the other samples' mean), so a loop that learns moves the two means apart, whatever the
+    starting reward: unlike the reward curve, this does not need room below the maximum to show.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tritongym.integrations.trl.train import load_tokenizer
+
+    tokenizer = load_tokenizer(str(model_folder))
+    conversations, passed = [], []
+    for line in (rl_out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines():
+        turn = json.loads(line)["turns"][0]
+        conversations.append([*turn["messages"], {"role": "assistant", "content": turn["reply"]}])
+        passed.append(turn["status"] == "ok")
+    encoded = [encode_conversation(tokenizer, c) for c in conversations]
+
+    def reply_logps(folder: Path) -> list[float]:
+        model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+        values = []
+        with torch.no_grad():
+            for ids, mask in encoded:
+                tokens = torch.tensor([ids])
+                logps = torch.log_softmax(model(tokens).logits[0, :-1].float(), dim=-1)
+                chosen = logps.gather(-1, tokens[0, 1:, None])[:, 0]
+                values.append(float(chosen[torch.tensor(mask[1:], dtype=torch.bool)].sum()))
+        return values
+
+    shift = [after - before for before, after in zip(reply_logps(model_folder), reply_logps(rl_out / "model"),
+                                                     strict=True)]
+    ok = [d for d, p in zip(shift, passed, strict=True) if p]
+    other = [d for d, p in zip(shift, passed, strict=True) if not p]
+    return {"ok_replies": len(ok), "other_replies": len(other),
+            "ok_shift": sum(ok) / len(ok) if ok else None, "other_shift": sum(other) / len(other) if other else None}
 
 
 def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -404,8 +454,13 @@ def main(argv: list[str] | None = None) -> int:
             curve = run["curve"]
             reward = [window_mean(curve, "mean_reward", which, 3) for which in ("first", "last")]
             ok_first = [window_mean(curve, "ok_first", which, 3) for which in ("first", "last")]
+            shift = run["shift"]
             print(f"{advantage} seed {seed}: reward {reward[0]:.3f} -> {reward[1]:.3f}, ok first turns "
-                  f"{ok_first[0]:.2f} -> {ok_first[1]:.2f}, hacks {sum(len(p['hacks']) for p in curve)} "
+                  f"{ok_first[0]:.2f} -> {ok_first[1]:.2f}, first-reply log-prob shift: ok "
+                  f"{shift['ok_shift'] if shift['ok_shift'] is None else round(shift['ok_shift'], 2)} "
+                  f"({shift['ok_replies']}), others "
+                  f"{shift['other_shift'] if shift['other_shift'] is None else round(shift['other_shift'], 2)} "
+                  f"({shift['other_replies']}), hacks {sum(len(p['hacks']) for p in curve)} "
                   f"({run['wall_s']:.0f} s)", flush=True)
     results = {
         "command": "python benchmarks/learning.py " + " ".join(argv if argv is not None else os.sys.argv[1:]),

@@ -3,9 +3,10 @@
 A small Qwen2-style policy is pretrained in-process on conversations made from real verdicts
 (honest and wrong first answers, the environment's real feedback, the honest second answer), then
 trained with RL through `run_trl_training` (multi-turn `KernelRollout`, the sandboxed evaluator,
-TRLOO). The mean reward of the last steps must exceed the first steps' by a margin the full
-benchmark showed to be stable (docs/training.md, "Does the loop learn?"), and no turn may be
-rewarded while carrying an integrity violation. Also: the trainer's ``advantage`` switch (the
+TRLOO). The trained policy's own first replies that the evaluator passed must have gained
+log-probability relative to those it failed, by a margin every run of the variance check cleared
+(docs/training.md, "Does the loop learn?"), and no turn may be rewarded while carrying an integrity
+violation. Also: the trainer's ``advantage`` switch (the
 benchmark's ablation) against `turn_grpo_advantages` on a constructed batch.
 """
 
@@ -99,10 +100,11 @@ def test_the_corpus_feedback_is_the_evaluators_real_verdict(evaluator):
 
 #: The shortened run (docs/training.md, "Does the loop learn?"): two problems, 20 pretraining epochs,
 #: honest first answers twice per problem (a third of them), RL at a learning rate high enough to learn
-#: in a handful of steps. The margin is what every seed of the variance check cleared (the docs give the runs).
+#: in a handful of steps. The margin (nats) is what every run of the variance check cleared (the docs
+#: give the runs: the smallest gap was 1.6, in a run whose reward curve did not rise).
 SHORT_PROBLEMS = ("01_scaled_add", "02_leaky_relu")
-SHORT_EPOCHS, SHORT_STEPS, SHORT_LR, WINDOW, HONEST_WEIGHT = 20, 5, 2e-4, 2, 2
-MARGIN = 0.1
+SHORT_EPOCHS, SHORT_STEPS, SHORT_LR, HONEST_WEIGHT = 20, 5, 2e-4, 2
+MARGIN_NATS = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -129,20 +131,32 @@ def pretrained(tmp_path_factory):
     return learning, folder, [p.problem_id for p in problems], report
 
 
-def test_reward_rises_through_rollout_evaluation_trloo_and_updates(pretrained, tmp_path):
+def test_rl_moves_the_policy_toward_its_passing_replies_through_rollout_evaluation_trloo_and_updates(
+        pretrained, tmp_path):
+    """The loop learns: after the RL steps, the policy's own first replies that the evaluator passed are
+    more likely than before, relative to those it failed (`first_reply_shift`).
+
+    Not the reward curve: over 5 steps its rise depends on where the pretrained policy starts (a start
+    near the maximum of 1.0 leaves no room; in the variance check four of six pretrained policies
+    started at 0.875 or above), while the policy gradient's direction shows from any start.
+    """
     learning, folder, problem_ids, report = pretrained
     # RL's verdicts under a fixed master seed too: feedback quotes values that depend on the trial
-    # inputs, and with secret seeds one run in CI started at 0.66 and ended at 0.69 (the margin is
-    # about learning, not about the draw of feedback texts).
+    # inputs, and the second turn is sampled after that feedback (the test is about learning, not
+    # about the draw of feedback texts).
     settings = learning.RLSettings(steps=SHORT_STEPS, learning_rate=SHORT_LR,
                                    max_new_tokens=report["reply_tokens_max"] + 32, eval_seed=0)
     run = learning.run_rl(folder, tmp_path / "rl", problem_ids, advantage="trloo", seed=0, settings=settings)
     curve = run["curve"]
     assert [point["step"] for point in curve] == list(range(SHORT_STEPS))
     assert all(point["trajectories"] == settings.num_generations * settings.prompts_per_step for point in curve)
-    first = learning.window_mean(curve, "mean_reward", "first", WINDOW)
-    last = learning.window_mean(curve, "mean_reward", "last", WINDOW)
-    assert last > first + MARGIN, curve
+    shift = run["shift"]
+    assert shift["ok_replies"] + shift["other_replies"] == SHORT_STEPS * settings.num_generations \
+        * settings.prompts_per_step
+    assert shift["ok_replies"] > 0 and shift["other_replies"] > 0, (shift, curve)
+    # The failed replies lost probability, and by MARGIN_NATS more than the passing ones.
+    assert shift["other_shift"] < 0, (shift, curve)
+    assert shift["ok_shift"] - shift["other_shift"] > MARGIN_NATS, (shift, curve)
     # Not one turn was rewarded while the evaluator found an integrity violation in it.
     assert [hack for point in curve for hack in point["hacks"]] == []
     assert run["summary"]["parameter_change_l1"] > 0
