@@ -95,10 +95,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # The same file against its fast unit layer only: spawn_worker, the cgroups and the probe's bwrap faked (its
     # __init__, candidate_cgroup and forkserver_problem in seconds, where `forkserver` costs minutes per mutant).
     "forkserver_units": (f"{EXECUTION}/forkserver.py", ["tests/execution/test_forkserver_units.py"]),
-    "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py"]),
+    "store": (f"{SERVICE}/store.py", ["tests/service/test_store.py", "tests/service/test_store_bounds.py",
+                                      "tests/service/test_store_units.py"]),
     # test_core.py (a running job cancelled: minutes) is left out; the HTTP tests run the service in a
     # process of its own, which imports the unmutated package.
     "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core_units.py"]),
+    # The same file against its seams only: make_pool, default_workers, the clock, the dispatcher's event and
+    # thread, asyncio.wait_for and the pool faked (the Ray branch, the GPU device, the dispatcher's periods, the
+    # 30 s re-check, stop's waits, _dispatch_now's failure and its own thread's lock; seconds for the file).
+    "service_core_units": (f"{SERVICE}/core.py", ["tests/service/test_core_seams.py"]),
     "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
     "history": (f"{ENV}/history.py", ["tests/env/test_history.py", "tests/env/test_history_bounds.py"]),
     "feedback": (f"{ENV}/feedback.py", ["tests/env/test_feedback.py", "tests/env/test_feedback_budget.py",
