@@ -100,9 +100,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # test_core.py (a running job cancelled: minutes) is left out; the HTTP tests run the service in a
     # process of its own, which imports the unmutated package.
     "service_core": (f"{SERVICE}/core.py", ["tests/service/test_core_units.py"]),
-    # The same file against its seams only: make_pool, default_workers, the clock, the dispatcher's event and
-    # thread, asyncio.wait_for and the pool faked (the Ray branch, the GPU device, the dispatcher's periods, the
-    # 30 s re-check, stop's waits, _dispatch_now's failure and its own thread's lock; seconds for the file).
+    # The same file against its seams only: make_pool, default_workers, os, the clock, the dispatcher's event and
+    # thread, asyncio.wait_for and the pool faked (the Ray branch, the GPU device, the cores without
+    # sched_getaffinity, the dispatcher's periods, the 30 s re-check, stop's waits, _dispatch_now's failure and its
+    # own thread's lock; seconds for the file). Run it on chosen mutants (--mutants).
     "service_core_units": (f"{SERVICE}/core.py", ["tests/service/test_core_seams.py"]),
     "kernelgym": (f"{SERVICE}/kernelgym.py", ["tests/service/test_kernelgym_mapping_defaults.py"]),
     "history": (f"{ENV}/history.py", ["tests/env/test_history.py", "tests/env/test_history_bounds.py"]),

@@ -1,5 +1,6 @@
-"""`EvaluationService`'s seams with its pool, its clock and the machine, faked (no pool, no evaluation, no wait):
-the pool each backend is made with, the device the default worker count is asked for, what `auto` means on a
+"""`EvaluationService`'s seams with its pool, its clock and the machine, faked (no pool, no evaluation, no wait): the
+pool each backend is made with, the device the default worker count is asked for, the cores counted where there is
+no `os.sched_getaffinity` (macOS), the depth for a caller's pool that has no worker count, what `auto` means on a
 machine with a GPU, the dispatcher's wake-up, back-off and prune periods on a fake clock, the 30 s re-check of a
 waiter whose notice is lost, what `stop` waits for, and `_dispatch_now` where dispatching fails or where its own
 thread already dispatches (a pool's future that is done when its callback is added).
@@ -111,6 +112,40 @@ def test_a_local_service_without_a_worker_count_asks_for_the_default_of_its_devi
         assert made["default_workers"] == ["cuda:1"]
         [(backend, workers, kwargs)] = made["make_pool"]
         assert (backend, workers, set(kwargs)) == ("local", 3, {"parent_threads"})
+    finally:
+        service.stop()
+
+
+def test_without_sched_getaffinity_the_torch_threads_split_the_machines_cores(tmp_path, made, monkeypatch):
+    # macOS has no os.sched_getaffinity: the cores are the machine's count, 1 where even that is unknown.
+    for cpu_count, workers, parent_threads in ((8, 2, 4), (None, 1, 1), (3, 4, 1)):
+        monkeypatch.setattr(core, "os", SimpleNamespace(cpu_count=lambda n=cpu_count: n))
+        made["make_pool"].clear()
+        service = EvaluationService(config(tmp_path / f"{cpu_count}-{workers}", workers=workers))
+        service.start()
+        try:
+            assert made["make_pool"] == [("local", workers, {"parent_threads": parent_threads})]
+        finally:
+            service.stop()
+
+
+class PoolWithoutWorkerCount(RecordingPool):
+    """A caller's pool that does not say how many jobs it runs at once (no `workers` attribute)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.workers
+
+    def stats(self):
+        return SimpleNamespace(slots=1, busy=0, queued=0, restarts=0, completed=0, failed=0, cancelled=0,
+                               sandbox="bwrap", launcher="fake")
+
+
+def test_a_callers_pool_without_a_worker_count_is_handed_four_jobs(tmp_path):
+    service = EvaluationService(config(tmp_path), pool=PoolWithoutWorkerCount())
+    service.start()
+    try:
+        assert service._depth == 4  # one slot assumed
     finally:
         service.stop()
 
