@@ -20,7 +20,6 @@ tests/execution/test_forkserver_host.py and tests/execution/test_forkserver.py.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tests.execution.fake_proc import FakeProc
 
 import tritongym.execution.forkserver as forkserver
 from tritongym.errors import EvaluatorError
@@ -645,15 +645,8 @@ def test_a_cpu_fork_server_needs_only_the_probe(monkeypatch):
 # -- host_pid: a /proc of chosen processes --------------------------------------------------------
 
 
-class FakeProc:
-    """A /proc of chosen processes, answered in place of the module's builtin `open` for the paths the
-    process-tree walks read (``/proc/<pid>/status``, ``/proc/<pid>/task/<pid>/children``): each file's
-    bytes as the kernel writes them, decoded with the encoding and error handler the caller asks for, as
-    `open` does. A process missing here has exited (FileNotFoundError, as for a real /proc)."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.opened: list[str] = []
+class HostProc(FakeProc):
+    """Processes with their nested-namespace PIDs (``NSpid``), as `host_pid` reads them."""
 
     def add(self, pid: int, inner: tuple[int, ...] | None = None, children: tuple[int, ...] = (),
             name: bytes = b"python3", rss_kb: int | None = None) -> None:
@@ -662,23 +655,12 @@ class FakeProc:
             lines.append("\t".join(["NSpid:", str(pid), *map(str, inner)]).encode())
         if rss_kb is not None:
             lines.append(f"VmRSS:\t{rss_kb:8} kB".encode())
-        self.files[f"/proc/{pid}/status"] = b"\n".join(lines) + b"\n"
-        self.files[f"/proc/{pid}/task/{pid}/children"] = "".join(f"{child} " for child in children).encode()
-
-    def open(self, path, mode="r", encoding=None, errors=None):
-        assert mode == "r" and str(path).startswith("/proc/"), path
-        self.opened.append(str(path))
-        if path not in self.files:
-            raise FileNotFoundError(2, "No such file or directory", path)
-        return io.TextIOWrapper(io.BytesIO(self.files[path]), encoding=encoding, errors=errors)
-
-    def statuses(self) -> list[int]:
-        return [int(path.split("/")[2]) for path in self.opened if path.endswith("/status")]
+        self.put(pid, lines, children)
 
 
 @pytest.fixture
-def proc(monkeypatch) -> FakeProc:
-    fake = FakeProc()
+def proc(monkeypatch) -> HostProc:
+    fake = HostProc()
     monkeypatch.setattr(forkserver, "open", fake.open, raising=False)
     return fake
 

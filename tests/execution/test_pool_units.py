@@ -549,16 +549,22 @@ def test_an_error_with_a_healthy_launcher_is_the_jobs_answer_at_once(make_pool, 
     assert pool._restarts == 0
 
 
+def slot_with_a_dying_launcher(pool: LocalPool) -> tuple[object, FakeLauncher, _Job]:
+    """Slot 0 holding a launcher that is found lost after its first run, 5 restarts already counted
+    (so that the tests see each restart added), and a new job."""
+    slot = pool._slots[0]
+    dead = FakeLauncher(lost=(True,))
+    slot.launchers[KEY] = dead
+    pool._restarts = 5
+    return slot, dead, new_job()
+
+
 def test_an_error_from_a_lost_launcher_replaces_it_and_the_second_run_answers(make_pool, monkeypatch):
     pool = make_pool()
     result = Result("second")
     fake = script(monkeypatch, EvaluatorError("fork server gone"), result)
     made = new_launchers(monkeypatch, (False,))
-    slot = pool._slots[0]
-    dead = FakeLauncher(lost=(True,))
-    slot.launchers[KEY] = dead
-    pool._restarts = 5
-    job = new_job()
+    slot, dead, job = slot_with_a_dying_launcher(pool)
     assert slot.evaluate(job) is result
     (replacement,) = made
     assert dead.closed == 1 and slot.launchers == {KEY: replacement}
@@ -571,11 +577,7 @@ def test_an_error_from_a_launcher_lost_twice_is_reraised_after_two_runs(make_poo
     first, second = EvaluatorError("fork server gone"), EvaluatorError("fork server gone again")
     fake = script(monkeypatch, first, second)
     made = new_launchers(monkeypatch, (True,), (False,))
-    slot = pool._slots[0]
-    dead = FakeLauncher(lost=(True,))
-    slot.launchers[KEY] = dead
-    pool._restarts = 5
-    job = new_job()
+    slot, dead, job = slot_with_a_dying_launcher(pool)
     with pytest.raises(EvaluatorError) as raised:
         slot.evaluate(job)
     assert raised.value is second and len(fake.calls) == 2 and job.attempts == 2
@@ -608,11 +610,7 @@ def test_a_verdict_from_a_launcher_lost_under_the_job_is_thrown_away_and_the_job
     suspect, result = Result("crash verdict"), Result("second")
     fake = script(monkeypatch, suspect, result)
     made = new_launchers(monkeypatch, (False,))
-    slot = pool._slots[0]
-    dead = FakeLauncher(lost=(True,))
-    slot.launchers[KEY] = dead
-    pool._restarts = 5
-    job = new_job()
+    slot, dead, job = slot_with_a_dying_launcher(pool)
     assert slot.evaluate(job) is result
     (replacement,) = made
     assert [kwargs["launcher"] for _, kwargs in fake.calls] == [dead, replacement]
@@ -624,11 +622,7 @@ def test_a_launcher_lost_under_two_runs_of_a_job_is_an_error_never_a_verdict(mak
     pool = make_pool()
     fake = script(monkeypatch, Result("first"), Result("second"))
     made = new_launchers(monkeypatch, (True,))
-    slot = pool._slots[0]
-    dead = FakeLauncher(lost=(True,))
-    slot.launchers[KEY] = dead
-    pool._restarts = 5
-    job = new_job()
+    slot, dead, job = slot_with_a_dying_launcher(pool)
     with pytest.raises(EvaluatorError) as raised:
         slot.evaluate(job)
     assert str(raised.value) == "the fork server died twice while running this job; no verdict was given"

@@ -12,10 +12,10 @@ jail's probe it asks) are recording stand-ins; nothing is started, so that
 
 from __future__ import annotations
 
-import io
 from types import SimpleNamespace
 
 import pytest
+from tests.execution.fake_proc import FakeProc
 
 import tritongym.execution.references as references
 from tritongym.errors import EvaluatorError
@@ -23,37 +23,20 @@ from tritongym.evaluator.reference import ReferenceWorkerLost
 from tritongym.execution.references import FreshJailedReferences, WarmReferences
 
 
-class FakeProc:
-    """A /proc of chosen processes: each one's ``status`` (bytes, as the kernel writes them) and
-    ``task/<pid>/children``, decoded with the encoding and error handler the caller asks for, as `open`
-    does. A process missing here has exited (FileNotFoundError, as for a real /proc)."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.opened: list[str] = []
+class MemoryProc(FakeProc):
+    """Processes with their resident memory (``VmRSS``), as `_resident_bytes` reads them."""
 
     def add(self, pid: int, rss_kb: int | None, children: tuple[int, ...] = (), name: bytes = b"python3") -> None:
         lines = [b"Name:\t" + name, b"State:\tS (sleeping)", f"Pid:\t{pid}".encode(), b"VmPeak:\t  900000 kB"]
         if rss_kb is not None:
             lines.append(f"VmRSS:\t{rss_kb:8} kB".encode())
         lines.append(b"Threads:\t4")
-        self.files[f"/proc/{pid}/status"] = b"\n".join(lines) + b"\n"
-        self.files[f"/proc/{pid}/task/{pid}/children"] = "".join(f"{child} " for child in children).encode()
-
-    def open(self, path, mode="r", encoding=None, errors=None):
-        assert mode == "r" and str(path).startswith("/proc/"), path
-        self.opened.append(str(path))
-        if path not in self.files:
-            raise FileNotFoundError(2, "No such file or directory", path)
-        return io.TextIOWrapper(io.BytesIO(self.files[path]), encoding=encoding, errors=errors)
-
-    def statuses(self) -> list[int]:
-        return [int(path.split("/")[2]) for path in self.opened if path.endswith("/status")]
+        self.put(pid, lines, children)
 
 
 @pytest.fixture
-def proc(monkeypatch) -> FakeProc:
-    fake = FakeProc()
+def proc(monkeypatch) -> MemoryProc:
+    fake = MemoryProc()
     monkeypatch.setattr(references, "open", fake.open, raising=False)
     return fake
 
