@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from tritongym import EvalResult, Status, ViolationCode
+from tritongym import EvalResult, Status, ViolationCode, evaluate
 
-from .helpers import run_eval, task_trials
+from .helpers import E2E_OPTIONS, TINY_RELU, candidate, run_eval, task_trials
 
 
 def codes(result: EvalResult) -> set[str]:
@@ -148,6 +148,21 @@ def test_incorrect_reports_every_trial_with_its_errors():
     assert re.match(
         rf"{len(result.trials)} of {len(result.trials)} trials failed; trial 0: output: ", result.error
     )
+
+
+def test_an_unwritten_output_element_reads_nan_and_the_feedback_is_reproducible():
+    """torch.empty_like leaves allocator leftovers; checked trials fill fresh allocations with NaN,
+    so the one element an off-by-one mask skips is named, with NaN, identically run after run."""
+    first = run_eval("relu_unwritten_tail", num_trials=2, seed=11)
+    assert_verdict_shape(first, Status.INCORRECT)
+    for trial in first.trials:
+        assert not trial.passed and trial.mismatch_fraction == pytest.approx(1 / 1000)
+        assert re.fullmatch(r"output: 1 of 1000 elements \(0\.1%\) differ beyond atol=0\.01, rtol=0\.01; "
+                            r"first at \(7, 124\): expected [-0-9.e]+, got nan; "
+                            r"1 of them NaN or Inf where the reference is finite .*", trial.message), trial.message
+    again = evaluate(TINY_RELU, candidate("relu_unwritten_tail"), **{**E2E_OPTIONS, "num_trials": 2, "seed": 11})
+    assert [t.message for t in again.trials] == [t.message for t in first.trials]
+    assert again.error == first.error
 
 
 def test_every_trial_uses_fresh_inputs():

@@ -52,6 +52,22 @@ def test_standard_mismatch_report_names_output_errors_fraction_and_position():
     assert "first mismatched position (1, 2)" in text
 
 
+def test_an_unwritten_element_is_named_in_the_trial_line_without_its_value():
+    expected = torch.randn(8, 8)
+    actual = expected.clone()
+    actual[7, 7] = float("nan")  # what an element no kernel wrote reads in a checked trial
+    comparison = compare_outputs(expected, actual, lambda dtype: Tolerance(1e-2, 1e-2))
+    trials = [TrialReport(index=0, family="get_inputs", passed=False, max_abs_error=comparison.max_abs_error,
+                          max_rel_error=comparison.max_rel_error, mismatch_fraction=comparison.mismatch_fraction,
+                          message=comparison.message)]
+    result = EvalResult(status=Status.INCORRECT, error=f"1 of 1 trials failed; trial 0: {comparison.message}",
+                        trials=trials)
+    text = FeedbackPolicy("standard").render(result)
+    assert ("max abs error 0, max rel error 0, 1.6% of elements mismatched; first mismatched position (7, 7); "
+            "1 of them NaN or Inf where the reference is finite (an element no kernel wrote reads NaN here)") in text
+    assert f"{expected[7, 7].item():.6g}" not in text
+
+
 def test_violations_carry_what_to_change_and_the_gpu_details_show_at_full():
     result = EvalResult(
         status=Status.INTEGRITY_VIOLATION, error="fallback",

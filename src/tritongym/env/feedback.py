@@ -38,6 +38,7 @@ _VALUE_PAIR = re.compile(
     r"expected (?!shape|dtype|\(|torch\.|a |an |the )[^,;\n]*, got [^;\n]*")
 _FIRST_AT = re.compile(r"first at (?P<index>\([^)]*\)|\[[^\]]*\]|\S+?):")
 _WORST_AT = re.compile(r"; worst at (?P<positions>.+)$")
+_NONFINITE = re.compile(r"; (?P<count>\d+) of them NaN or Inf where the reference is finite")
 
 #: What to change, per violation code; appended when the evaluator's message does not say it.
 VIOLATION_HINTS = {
@@ -190,6 +191,10 @@ class FeedbackPolicy:
             match = _FIRST_AT.search(trial.message)
             if match:
                 where = f"; first mismatched position {match.group('index')}"
+                nonfinite = _NONFINITE.search(trial.message)
+                if nonfinite:
+                    where += (f"; {nonfinite.group('count')} of them NaN or Inf where the reference is finite "
+                              "(an element no kernel wrote reads NaN here)")
                 worst = _WORST_AT.search(trial.message)
                 if worst:
                     where += f"; worst positions {worst.group('positions')[:120]}"

@@ -158,6 +158,13 @@ def compare_outputs(
                 f"{rule}; first at {index}: expected {exp.reshape(-1)[where].item():.6g}, "
                 f"got {act.reshape(-1)[where].item():.6g}"
             )
+            if tol is not None and not all_finite:
+                # NaN or Inf where the reference is finite: a value the kernel computed, or an
+                # element no kernel wrote (checked trials fill fresh allocations with NaN bytes).
+                unfinished = int((bad & ~finite & e.isfinite()).sum()) if not exp.dtype.is_complex else 0
+                if unfinished:
+                    first_problem += (f"; {unfinished} of them NaN or Inf where the reference is finite (an element "
+                                      "no kernel wrote reads NaN: fresh torch.empty memory is NaN-filled here)")
             if tol is not None and count > 1:
                 # A few worst positions (by absolute error; non-finite mismatches first): where the
                 # kernel goes wrong, without values.

@@ -328,10 +328,28 @@ def test_the_message_names_a_few_worst_positions_without_values():
     actual[1, 2], actual[3, 4], actual[0, 0], actual[2, 2] = 5.0, 1.0, 0.5, float("nan")
     message = compare_outputs(expected, actual, EvalOptions().tolerance_for).message
     # NaN where a number was expected first, then by absolute error; the first mismatch keeps its values.
-    assert message.endswith("; worst at (2, 2), (1, 2), (3, 4)"), message
+    assert message.endswith("; 1 of them NaN or Inf where the reference is finite (an element no kernel wrote "
+                            "reads NaN: fresh torch.empty memory is NaN-filled here); worst at (2, 2), (1, 2), (3, 4)"
+                            ), message
     single = expected.clone()
     single[0, 1] = 1.0
     assert "worst at" not in compare_outputs(expected, single, EvalOptions().tolerance_for).message
+
+
+def test_non_finite_values_where_the_reference_is_finite_are_counted_apart():
+    """An element no kernel wrote reads NaN in a checked trial; the message says how many there are
+    (what max_abs_error, taken over finite elements, cannot show), and only when there are some."""
+    from tritongym.evaluator.options import EvalOptions
+
+    expected = torch.tensor([1.0, float("nan"), 3.0, 4.0, float("inf")])
+    unwritten = torch.tensor([1.0, float("nan"), float("nan"), float("-inf"), float("inf")])
+    comparison = compare_outputs(expected, unwritten, EvalOptions().tolerance_for)
+    assert comparison.max_abs_error == 0.0 and comparison.mismatch_fraction == pytest.approx(2 / 5)
+    assert "; 2 of them NaN or Inf where the reference is finite" in comparison.message
+    missing = compare_outputs(expected, torch.tensor([1.0, 2.0, 3.0, 4.0, float("inf")]), EvalOptions().tolerance_for)
+    assert "NaN or Inf where" not in missing.message  # the reference's NaN, not the candidate's
+    finite = compare_outputs(torch.zeros(3), torch.tensor([0.0, 1.0, 0.0]), EvalOptions().tolerance_for)
+    assert "NaN or Inf where" not in finite.message
 
 
 # -- one float64 copy per tensor (shared_float64) ----------------------------------------------------

@@ -219,3 +219,95 @@ def test_profiling_is_refused_without_a_gpu():
     with pytest.raises(Diverged, match="needs a CUDA device"):
         profile_replay(torch.device("cpu"), KernelBuilder(""), [], {"log": _relu_log(), "inputs": [torch.zeros(4)],
                                                                     "calls": 3})
+
+
+# -- fresh allocations are poisoned in checked replays (`optrace.poison_uninitialised`) -------------
+
+def _empty_log(dtype: str, nbytes: int, count: int) -> dict:
+    """A forward that returns ``torch.empty_like(x)`` unwritten: its output is what the allocator gave."""
+    ref = {"d": dtype, "s": [count], "st": [1], "o": 0}
+    return {"buffers": [{"kind": "input", "index": 0, "nbytes": nbytes}, {"kind": "new", "nbytes": nbytes}],
+            "events": [{"op": "aten::empty_like.default", "args": {"L": [{"T": 0, **ref}]}, "out": {"T": 1, **ref}}],
+            "outputs": {"T": 1, **ref}}
+
+
+class _Channel:
+    """The clean room's side of the parent's channel: requests queued, replies kept."""
+
+    def __init__(self, *requests: tuple[str, dict]) -> None:
+        from tritongym.evaluator.common.channel import Message
+
+        self.requests = [Message(kind, payload) for kind, payload in (*requests, ("exit", {}))]
+        self.replies: list[tuple[str, dict]] = []
+
+    def recv(self):
+        return self.requests.pop(0)
+
+    def send(self, kind: str, payload: dict) -> None:
+        self.replies.append((kind, payload))
+
+
+def _leftovers(nbytes: int, value: float) -> None:
+    """Freed blocks of the size a replay is about to ask for, holding `value` (what malloc reuses)."""
+    for _ in range(8):
+        block = torch.full((nbytes // 4,), value, dtype=torch.float32)
+        del block
+
+
+@pytest.mark.parametrize("dtype, count, expect", [
+    (torch.float32, 256, "nan"), (torch.float16, 256, "nan"), (torch.bfloat16, 256, "nan"),
+    (torch.float64, 64, "nan"), (torch.int32, 256, -1), (torch.int64, 64, -1), (torch.int8, 256, -1),
+    (torch.uint8, 256, 255), (torch.bool, 256, True),
+])
+def test_a_checked_replay_fills_fresh_allocations_so_no_leftover_reaches_an_output(dtype, count, expect):
+    """An output element no event writes reads NaN (or -1, 255, True) in every replay, whatever the
+    allocator held: the outputs are a function of the log and the inputs, never of this process's
+    allocation history (a freed tensor's correct values handed back to `empty_like`)."""
+    from tritongym.evaluator.cleanroom.worker import serve
+
+    x = torch.zeros(count, dtype=dtype)
+    nbytes = x.untyped_storage().nbytes()
+    log = _empty_log(str(dtype).removeprefix("torch."), nbytes, count)
+    channel = _Channel(("replay", {"inputs": [x], "log": log}), ("replay", {"inputs": [x], "log": log}))
+    _leftovers(nbytes, 7.0)
+    serve(channel, "", torch.device("cpu"))
+    assert [kind for kind, _ in channel.replies] == ["ready", "replayed", "replayed"]
+    for _, reply in channel.replies[1:]:
+        out = reply["outputs"]
+        assert out.dtype == dtype and out.shape == (count,)
+        if expect == "nan":
+            assert out.isnan().all()
+        else:
+            assert (out == expect).all(), out[:8]
+
+
+def test_poisoning_fills_the_whole_storage_of_a_strided_or_empty_result():
+    from tritongym.evaluator.worker.optrace import poison_uninitialised
+
+    strided = torch.empty_strided((3, 2), (4, 1), dtype=torch.float32)  # storage of 10 elements, gaps included
+    poison_uninitialised([strided, (torch.empty(0),)])
+    whole = torch.empty(0, dtype=torch.float32).set_(strided.untyped_storage(), 0, (10,), (1,))
+    assert whole.isnan().all()
+    assert torch.tensor([0xFF] * 4, dtype=torch.uint8).view(torch.float32).isnan().all()
+    poison_uninitialised(torch.empty(3, device="meta"))  # nothing to fill, nothing raised
+    poison_uninitialised("not a tensor")
+
+
+def test_a_candidate_trace_poisons_the_allocations_its_log_records():
+    """The candidate's checked forward fills what its log records (ops outside launches), exactly
+    what the clean room's replay of that log fills; other fresh factories keep their values."""
+    from tritongym.evaluator.worker.launchlog import LaunchLog
+    from tritongym.evaluator.worker.optrace import OpTrace
+
+    x = torch.randn(64)
+    log = LaunchLog(__file__)
+    log.start([x], [])
+    with torch.no_grad(), OpTrace(log=log, poison_fresh=True):
+        fresh = torch.empty_like(x)
+        made = torch.empty(5, dtype=torch.int32)
+        grown = x.new_empty((2, 3), dtype=torch.float16)
+        zeros = torch.zeros(4)
+    call = log.finish(fresh).to_payload()
+    assert fresh.isnan().all() and (made == -1).all() and grown.isnan().all() and (zeros == 0).all()
+    assert [e["op"] for e in call["events"] if "detach" not in e["op"]] == [
+        "aten::empty_like.default", "aten::empty.memory_format", "aten::new_empty.default", "aten::zeros.default"]

@@ -18,7 +18,8 @@ as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a
 ``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
 `cleanroom.bounds`, CPU tier); ``exit``. ``poison`` lists external buffers whose bytes are
 replaced by all-ones bytes (the parent's test that a buffer kept from an earlier call is dead
-content, not host data).
+content, not host data). In every ``replay``, the results of ``torch.empty``-family ops are
+filled the same way (`optrace.poison_uninitialised`), as in the candidate's checked trials.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
 from tritongym.evaluator.common.channel import WIRE_DTYPES
 from tritongym.evaluator.worker import startup as common
-from tritongym.evaluator.worker.optrace import op_moves, op_work
+from tritongym.evaluator.worker.optrace import UNINITIALISED_OPS, op_moves, op_work, poison_uninitialised
 
 #: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
 DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
@@ -66,8 +67,13 @@ class Replay:
     """One replayed forward: buffers by log number, events in order."""
 
     def __init__(self, device: torch.device, builder: KernelBuilder, state: list[torch.Tensor],
-                 kernels: dict[str, Any]) -> None:
+                 kernels: dict[str, Any], poison_fresh: bool = False) -> None:
         self.device = device
+        #: Fill `torch.empty`-family results (`optrace.poison_uninitialised`), as the candidate's
+        #: checked trials do: the outputs are then a function of the log, the inputs and the state
+        #: alone, never of this process's allocator history. Checked replays only: timed and
+        #: profiled ones leave the fills out of the measured span.
+        self.poison_fresh = poison_fresh
         self.builder = builder
         self.state = state
         self.kernels = kernels
@@ -258,6 +264,8 @@ class Replay:
         except Exception as exc:  # noqa: BLE001 - the logged op does not run as logged
             raise Diverged(f"{event['op']} raised when replayed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         self.bind_outputs(event.get("out"), out)
+        if self.poison_fresh and event["op"].partition(".")[0] in UNINITIALISED_OPS:
+            poison_uninitialised(out)
         work = op_work(func, args, kwargs, out)
         if work is not None:
             name = event["op"].rpartition(".")[0] if "." in event["op"] else event["op"]
@@ -442,7 +450,8 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
                 channel.send("profiled", profile_replay(device, builder, state, payload))
                 continue
             log = payload.get("log")
-            replay = Replay(device, builder, state, (log.get("kernels") if isinstance(log, dict) else None) or {})
+            replay = Replay(device, builder, state, (log.get("kernels") if isinstance(log, dict) else None) or {},
+                            poison_fresh=True)
             inputs = payload.get("inputs")
             if not isinstance(inputs, list):
                 raise Diverged("no inputs")

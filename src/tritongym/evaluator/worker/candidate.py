@@ -363,7 +363,7 @@ class CandidateWorker:
         parameter_spans = [storage_span(t) for t in state_tensors]
 
         flow = DataFlow(inputs=input_tensors, protected=[*input_tensors, *state_tensors])
-        trace = OpTrace(self.attribution, flow, log=self.launch_log)
+        trace = OpTrace(self.attribution, flow, log=self.launch_log, poison_fresh=True)
         host_reads = HostReadTrace(self.attribution, flow, trace)
         self.recorder.start(flow)
         self.launch_log.start(input_tensors, self.state_tensors)

@@ -71,6 +71,41 @@ _FRESH_OPS = frozenset(
     )
 )
 
+#: Ops whose result holds whatever the allocator hands back (`torch.empty` and kin).
+UNINITIALISED_OPS = frozenset(
+    "aten::" + name
+    for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted")
+)
+
+#: The byte every fresh, uninitialised allocation is filled with while outputs are checked: all
+#: bits set is NaN in every float format (float8 to float64) and -1 in every signed integer. Bool
+#: storage takes 1 (True): other bytes are not valid bools.
+POISON_BYTE = 0xFF
+
+
+def poison_uninitialised(out: Any) -> None:
+    """Fill the storage of a fresh `torch.empty`-family result with `POISON_BYTE`.
+
+    Why: an element no kernel writes would otherwise hold allocator leftovers, different between
+    runs and processes (zeros from fresh pages when idle, old data under load). Filled, it reads
+    NaN (or -1) in the candidate's checked trials and in the clean room's replays alike, so the
+    verdict and the feedback depend only on the code and the inputs, and an output that passes only
+    through leftovers (a freed tensor's values handed back by the allocator) fails in the clean room.
+    Run untraced by the caller; the timed and profiled replays do not fill (time spent there counts).
+    """
+    if isinstance(out, (list, tuple)):
+        for item in out:
+            poison_uninitialised(item)
+        return
+    if not isinstance(out, torch.Tensor) or out.device.type == "meta":
+        return
+    storage = torch.Tensor.untyped_storage(out)
+    if storage.nbytes() == 0:
+        return
+    whole = torch.empty(0, dtype=torch.uint8, device=out.device).set_(storage, 0, (storage.nbytes(),), (1,))
+    whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
+
+
 def op_name(func: Any) -> str:
     """``namespace::name`` of an ATen overload, without the overload (``aten::add``)."""
     packet = getattr(func, "overloadpacket", None)
@@ -318,7 +353,7 @@ class OpTrace(TorchDispatchMode):
         return False
 
     def __init__(self, attribution: Attribution | None = None, flow: DataFlow | None = None,
-                 log: Any = None) -> None:
+                 log: Any = None, poison_fresh: bool = False) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.compute: dict[str, None] = {}
@@ -335,6 +370,9 @@ class OpTrace(TorchDispatchMode):
         self._flops = _FLOPS
         #: The clean room's launch log (`launchlog.LaunchLog`), fed every op outside a launch.
         self.log: Any = log
+        #: Fill the results of logged `UNINITIALISED_OPS` as the clean room's replay does
+        #: (`poison_uninitialised`): the candidate's checked trials, never the reference.
+        self.poison_fresh = poison_fresh
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
@@ -355,6 +393,9 @@ class OpTrace(TorchDispatchMode):
         out = func(*args, **kwargs)
         if event is not None:
             self.log.after_op(event, out)
+            if self.poison_fresh and name in UNINITIALISED_OPS:
+                with _disable_current_modes(), torch._C.DisableTorchFunction():
+                    poison_uninitialised(out)
         if self.flow is not None:
             self.flow.after_op(args, kwargs, out, name)
         if self.attribution is not None and self.attribution.who() != "candidate":
