@@ -290,6 +290,9 @@ def test_poisoning_fills_the_whole_storage_of_a_strided_or_empty_result():
     assert whole.isnan().all()
     assert torch.tensor([0xFF] * 4, dtype=torch.uint8).view(torch.float32).isnan().all()
     poison_uninitialised(torch.empty(3, device="meta"))  # nothing to fill, nothing raised
+    sparse = torch.empty((2, 2), layout=torch.sparse_coo)
+    poison_uninitialised(sparse)  # no single storage: left alone (the clean room refuses the layout)
+    assert sparse._nnz() == 0
     poison_uninitialised("not a tensor")
 
 

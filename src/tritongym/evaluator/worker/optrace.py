@@ -97,9 +97,12 @@ def poison_uninitialised(out: Any) -> None:
         for item in out:
             poison_uninitialised(item)
         return
-    if not isinstance(out, torch.Tensor) or out.device.type == "meta":
-        return
-    storage = torch.Tensor.untyped_storage(out)
+    if not isinstance(out, torch.Tensor) or out.layout != torch.strided or out.device.type == "meta":
+        return  # sparse and other layouts have no one storage (the clean room refuses them anyway)
+    try:
+        storage = torch.Tensor.untyped_storage(out)
+    except (RuntimeError, NotImplementedError):
+        return  # a wrapper subclass without storage
     if storage.nbytes() == 0:
         return
     whole = torch.empty(0, dtype=torch.uint8, device=out.device).set_(storage, 0, (storage.nbytes(),), (1,))
