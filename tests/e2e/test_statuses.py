@@ -165,6 +165,18 @@ def test_an_unwritten_output_element_reads_nan_and_the_feedback_is_reproducible(
     assert again.error == first.error
 
 
+def test_inductor_allocators_are_filled_in_checked_trials_too():
+    """Inductor's ``empty_strided_cpu`` makes tensors below the dispatcher (no trace sees them); the
+    candidate worker wraps it, so an element no kernel writes reads NaN there as well, while an
+    output the kernel writes whole is ok."""
+    assert_verdict_shape(run_eval("relu_inductor_buffer"), Status.OK)
+    tail = run_eval("relu_inductor_buffer_unwritten_tail", seed=12)
+    assert_verdict_shape(tail, Status.INCORRECT)
+    assert not any(t.passed for t in tail.trials)
+    assert all("first at (7, 124): expected" in t.message and ", got nan; 1 of them NaN" in t.message
+               for t in tail.trials), [t.message for t in tail.trials]
+
+
 def test_every_trial_uses_fresh_inputs():
     """Different max errors per trial, and a candidate that replays trial 0's answer fails later trials."""
     wrong = run_eval("relu_wrong", num_trials=3)

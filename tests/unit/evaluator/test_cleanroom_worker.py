@@ -314,3 +314,20 @@ def test_a_candidate_trace_poisons_the_allocations_its_log_records():
     assert fresh.isnan().all() and (made == -1).all() and grown.isnan().all() and (zeros == 0).all()
     assert [e["op"] for e in call["events"] if "detach" not in e["op"]] == [
         "aten::empty_like.default", "aten::empty.memory_format", "aten::new_empty.default", "aten::zeros.default"]
+
+
+def test_inductor_allocators_fill_only_while_checked_trials_run():
+    from tritongym.evaluator.worker.optrace import allocator_poison, install_allocator_poison
+
+    guards = torch._C._dynamo.guards
+    install_allocator_poison()
+    wrapped = guards._empty_strided_cpu
+    install_allocator_poison()  # idempotent: not wrapped twice
+    assert guards._empty_strided_cpu is wrapped and wrapped.__name__ == "_empty_strided_cpu"
+    with allocator_poison():
+        made = guards._empty_strided_cpu((3, 4), (4, 1), torch.float32)
+        flags = guards._empty_strided_cpu((6,), (1,), torch.bool)
+    assert made.shape == (3, 4) and made.stride() == (4, 1) and made.isnan().all() and flags.all()
+    from tritongym.evaluator.worker import optrace
+
+    assert optrace._ALLOCATOR_POISON == [False]  # off again: timed forwards are not filled

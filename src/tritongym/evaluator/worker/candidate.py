@@ -41,7 +41,14 @@ from tritongym.evaluator.worker import startup as common
 from tritongym.evaluator.worker.hostread import HostReadTrace
 from tritongym.evaluator.worker.launches import LaunchRecorder
 from tritongym.evaluator.worker.launchlog import LaunchLog, distinct_storages, storage_bytes
-from tritongym.evaluator.worker.optrace import Attribution, DataFlow, OpTrace, storage_span
+from tritongym.evaluator.worker.optrace import (
+    Attribution,
+    DataFlow,
+    OpTrace,
+    allocator_poison,
+    install_allocator_poison,
+    storage_span,
+)
 from tritongym.evaluator.worker.profiling import profile_forward
 from tritongym.evaluator.worker.timing import TimingSession, timing_inputs
 
@@ -304,6 +311,9 @@ class CandidateWorker:
         from tritongym.evaluator.worker import inductor_compat
 
         inductor_compat.install()
+        # Inductor's own allocators fill what they make during checked trials, as logged
+        # `torch.empty` calls are (`optrace.poison_uninitialised`).
+        install_allocator_poison()
         if self.device.type == "cpu":
             # The CPU tier runs honest Triton as a GPU would: float scalar arguments and
             # libdevice functions (interpreter_fixes).
@@ -369,7 +379,7 @@ class CandidateWorker:
         self.launch_log.start(input_tensors, self.state_tensors)
         outputs = None
         try:
-            with torch.no_grad(), host_reads, trace:
+            with torch.no_grad(), allocator_poison(), host_reads, trace:
                 outputs = model(*device_inputs)
             common.synchronize(self.device)
         finally:

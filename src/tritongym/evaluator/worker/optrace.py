@@ -109,6 +109,51 @@ def poison_uninitialised(out: Any) -> None:
     whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
 
 
+#: Inductor's allocators (`torch._C._dynamo.guards`): generated code binds them as
+#: ``empty_strided_cpu``/``empty_strided_cuda``; they make tensors below the dispatcher, so no
+#: dispatch mode sees them and the launch log ships their bytes as external content.
+INDUCTOR_ALLOCATORS = ("_empty_strided_cpu", "_empty_strided_cpu_pinned", "_empty_strided_cuda",
+                       "_empty_strided_xpu", "_empty_strided_mtia")
+
+#: Whether `install_allocator_poison`'s wrappers fill what they make (on during checked trials).
+_ALLOCATOR_POISON = [False]
+
+
+def install_allocator_poison() -> None:
+    """Wrap Inductor's allocators so that, while `allocator_poison()` is active, their results are
+    filled as `poison_uninitialised` fills a logged ``torch.empty``: the bytes the launch log ships
+    for such a buffer are then the same in every trial and run, not allocator leftovers (call
+    before the candidate's import, which binds them)."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    if guards is None:
+        return
+    for name in INDUCTOR_ALLOCATORS:
+        allocate = getattr(guards, name, None)
+        if allocate is None or getattr(allocate, "_tritongym_poisons", False):
+            continue
+
+        def poisoning(*args: Any, _allocate: Any = allocate, **kwargs: Any) -> Any:
+            out = _allocate(*args, **kwargs)
+            if _ALLOCATOR_POISON[0]:
+                with _disable_current_modes(), torch._C.DisableTorchFunction():
+                    poison_uninitialised(out)
+            return out
+
+        poisoning._tritongym_poisons = True  # type: ignore[attr-defined]
+        poisoning.__name__ = poisoning.__qualname__ = name
+        setattr(guards, name, poisoning)
+
+
+@contextmanager
+def allocator_poison() -> Iterator[None]:
+    """Inductor's allocators fill their results while active (`install_allocator_poison`)."""
+    _ALLOCATOR_POISON[0] = True
+    try:
+        yield
+    finally:
+        _ALLOCATOR_POISON[0] = False
+
+
 def op_name(func: Any) -> str:
     """``namespace::name`` of an ATen overload, without the overload (``aten::add``)."""
     packet = getattr(func, "overloadpacket", None)
