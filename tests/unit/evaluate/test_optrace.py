@@ -197,3 +197,58 @@ def test_storage_span_covers_the_whole_storage_of_views():
     assert storage_span(base.view(2, 5).t()) == (start, end)
     other = storage_span(torch.zeros(10))
     assert other[1] <= start or other[0] >= end
+
+
+# -- fresh allocations filled in checked trials (`poison_uninitialised`; the clean room's side is
+# tests/unit/evaluator/test_cleanroom_worker.py) ------------------------------------------------
+
+def test_poisoning_fills_the_whole_storage_of_a_strided_or_empty_result():
+    from tritongym.evaluator.worker.optrace import poison_uninitialised
+
+    strided = torch.empty_strided((3, 2), (4, 1), dtype=torch.float32)  # storage of 10 elements, gaps included
+    poison_uninitialised([strided, (torch.empty(0),)])
+    whole = torch.empty(0, dtype=torch.float32).set_(strided.untyped_storage(), 0, (10,), (1,))
+    assert whole.isnan().all()
+    assert torch.tensor([0xFF] * 4, dtype=torch.uint8).view(torch.float32).isnan().all()
+    poison_uninitialised(torch.empty(3, device="meta"))  # nothing to fill, nothing raised
+    sparse = torch.empty((2, 2), layout=torch.sparse_coo)
+    poison_uninitialised(sparse)  # no single storage: left alone (the clean room refuses the layout)
+    assert sparse._nnz() == 0
+    poison_uninitialised("not a tensor")
+
+
+def test_a_candidate_trace_poisons_the_allocations_its_log_records():
+    """The candidate's checked forward fills what its log records (ops outside launches), exactly
+    what the clean room's replay of that log fills; other fresh factories keep their values."""
+    from tritongym.evaluator.worker.launchlog import LaunchLog
+    from tritongym.evaluator.worker.optrace import OpTrace
+
+    x = torch.randn(64)
+    log = LaunchLog(__file__)
+    log.start([x], [])
+    with torch.no_grad(), OpTrace(log=log, poison_fresh=True):
+        fresh = torch.empty_like(x)
+        made = torch.empty(5, dtype=torch.int32)
+        grown = x.new_empty((2, 3), dtype=torch.float16)
+        zeros = torch.zeros(4)
+    call = log.finish(fresh).to_payload()
+    assert fresh.isnan().all() and (made == -1).all() and grown.isnan().all() and (zeros == 0).all()
+    assert [e["op"] for e in call["events"] if "detach" not in e["op"]] == [
+        "aten::empty_like.default", "aten::empty.memory_format", "aten::new_empty.default", "aten::zeros.default"]
+
+
+def test_inductor_allocators_fill_only_while_checked_trials_run():
+    from tritongym.evaluator.worker.optrace import allocator_poison, install_allocator_poison
+
+    guards = torch._C._dynamo.guards
+    install_allocator_poison()
+    wrapped = guards._empty_strided_cpu
+    install_allocator_poison()  # idempotent: not wrapped twice
+    assert guards._empty_strided_cpu is wrapped and wrapped.__name__ == "_empty_strided_cpu"
+    with allocator_poison():
+        made = guards._empty_strided_cpu((3, 4), (4, 1), torch.float32)
+        flags = guards._empty_strided_cpu((6,), (1,), torch.bool)
+    assert made.shape == (3, 4) and made.stride() == (4, 1) and made.isnan().all() and flags.all()
+    from tritongym.evaluator.worker import optrace
+
+    assert optrace._ALLOCATOR_POISON == [False]  # off again: timed forwards are not filled
