@@ -210,7 +210,10 @@ def test_poisoning_fills_the_whole_storage_of_a_strided_or_empty_result():
     whole = torch.empty(0, dtype=torch.float32).set_(strided.untyped_storage(), 0, (10,), (1,))
     assert whole.isnan().all()
     assert torch.tensor([0xFF] * 4, dtype=torch.uint8).view(torch.float32).isnan().all()
-    poison_uninitialised(torch.empty(3, device="meta"))  # nothing to fill, nothing raised
+    poison_uninitialised(torch.empty(3, device="meta"))  # a storage without memory: nothing raised
+    flags = torch.empty(9, dtype=torch.bool)
+    poison_uninitialised(flags)
+    assert flags.view(torch.uint8).eq(1).all()  # True as bool's one valid byte, not 0xFF
     sparse = torch.empty((2, 2), layout=torch.sparse_coo)
     poison_uninitialised(sparse)  # no single storage: left alone (the clean room refuses the layout)
     assert sparse._nnz() == 0
@@ -237,18 +240,45 @@ def test_a_candidate_trace_poisons_the_allocations_its_log_records():
         "aten::empty_like.default", "aten::empty.memory_format", "aten::new_empty.default", "aten::zeros.default"]
 
 
-def test_inductor_allocators_fill_only_while_checked_trials_run():
+def test_inductor_allocators_fill_only_while_checked_trials_run(monkeypatch):
+    """Wrapped on a copy of torch's allocator module (the process's own stays as it is)."""
+    import types
+
+    from tritongym.evaluator.worker import optrace
     from tritongym.evaluator.worker.optrace import allocator_poison, install_allocator_poison
 
-    guards = torch._C._dynamo.guards
-    install_allocator_poison()
+    real = torch._C._dynamo.guards._empty_strided_cpu
+    guards = types.SimpleNamespace(_empty_strided_cpu=real, _empty_strided_cuda=real)
+    install_allocator_poison(guards)
     wrapped = guards._empty_strided_cpu
-    install_allocator_poison()  # idempotent: not wrapped twice
-    assert guards._empty_strided_cpu is wrapped and wrapped.__name__ == "_empty_strided_cpu"
+    assert wrapped is not real and guards._empty_strided_cuda is not real
+    assert wrapped.__name__ == wrapped.__qualname__ == "_empty_strided_cpu" and wrapped._tritongym_poisons is True
+    install_allocator_poison(guards)  # idempotent: not wrapped twice
+    assert guards._empty_strided_cpu is wrapped and not hasattr(guards, "_empty_strided_xpu")
     with allocator_poison():
-        made = guards._empty_strided_cpu((3, 4), (4, 1), torch.float32)
-        flags = guards._empty_strided_cpu((6,), (1,), torch.bool)
+        made = wrapped((3, 4), (4, 1), torch.float32)
+        flags = guards._empty_strided_cuda((6,), (1,), torch.bool)  # (the same function here)
     assert made.shape == (3, 4) and made.stride() == (4, 1) and made.isnan().all() and flags.all()
-    from tritongym.evaluator.worker import optrace
-
     assert optrace._ALLOCATOR_POISON == [False]  # off again: timed forwards are not filled
+    filled = []
+    monkeypatch.setattr(optrace, "poison_uninitialised", filled.append)
+    plain = wrapped((2, 5), (5, 1), torch.int32)
+    assert filled == [] and plain.shape == (2, 5) and plain.dtype == torch.int32
+    with allocator_poison():
+        inside = wrapped((7,), (1,), torch.float16)
+    assert len(filled) == 1 and filled[0] is inside
+
+
+def test_the_candidate_worker_wraps_torchs_own_allocators():
+    """Without arguments it wraps ``torch._C._dynamo.guards`` itself (in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = ("import torch\n"
+              "from tritongym.evaluator.worker.optrace import allocator_poison, install_allocator_poison\n"
+              "install_allocator_poison()\nfrom torch._C._dynamo.guards import _empty_strided_cpu as e\n"
+              "with allocator_poison():\n    t = e((5,), (1,), torch.float64)\n"
+              "print(e._tritongym_poisons, bool(t.isnan().all()))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"]

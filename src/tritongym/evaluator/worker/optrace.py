@@ -97,15 +97,13 @@ def poison_uninitialised(out: Any) -> None:
         for item in out:
             poison_uninitialised(item)
         return
-    if not isinstance(out, torch.Tensor) or out.layout != torch.strided or out.device.type == "meta":
-        return  # sparse and other layouts have no one storage (the clean room refuses them anyway)
+    if not isinstance(out, torch.Tensor):
+        return
     try:
         storage = torch.Tensor.untyped_storage(out)
     except (RuntimeError, NotImplementedError):
-        return  # a wrapper subclass without storage
-    if storage.nbytes() == 0:
-        return
-    whole = torch.empty(0, dtype=torch.uint8, device=out.device).set_(storage, 0, (storage.nbytes(),), (1,))
+        return  # sparse layouts, storage-less subclasses: no one storage (the clean room refuses them)
+    whole = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
     whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
 
 
@@ -119,14 +117,14 @@ INDUCTOR_ALLOCATORS = ("_empty_strided_cpu", "_empty_strided_cpu_pinned", "_empt
 _ALLOCATOR_POISON = [False]
 
 
-def install_allocator_poison() -> None:
+def install_allocator_poison(guards: Any = None) -> None:
     """Wrap Inductor's allocators so that, while `allocator_poison()` is active, their results are
     filled as `poison_uninitialised` fills a logged ``torch.empty``: the bytes the launch log ships
     for such a buffer are then the same in every trial and run, not allocator leftovers (call
-    before the candidate's import, which binds them)."""
-    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    before the candidate's import, which binds them). `guards`: the module holding them
+    (``torch._C._dynamo.guards`` unless given)."""
     if guards is None:
-        return
+        guards = torch._C._dynamo.guards
     for name in INDUCTOR_ALLOCATORS:
         allocate = getattr(guards, name, None)
         if allocate is None or getattr(allocate, "_tritongym_poisons", False):
