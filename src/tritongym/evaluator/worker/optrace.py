@@ -103,7 +103,7 @@ def poison_uninitialised(out: Any) -> None:
         storage = torch.Tensor.untyped_storage(out)
     except (RuntimeError, NotImplementedError):
         return  # sparse layouts, storage-less subclasses: no one storage (the clean room refuses them)
-    whole = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+    whole = torch.tensor((), dtype=torch.uint8, device=storage.device).set_(storage)
     whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
 
 
@@ -127,11 +127,11 @@ def install_allocator_poison(guards: Any = None) -> None:
         guards = torch._C._dynamo.guards
     for name in INDUCTOR_ALLOCATORS:
         allocate = getattr(guards, name, None)
-        if allocate is None or getattr(allocate, "_tritongym_poisons", False):
+        if allocate is None or hasattr(allocate, "_tritongym_poisons"):
             continue
 
-        def poisoning(*args: Any, _allocate: Any = allocate, **kwargs: Any) -> Any:
-            out = _allocate(*args, **kwargs)
+        def poisoning(*args: Any, _allocate: Any = allocate) -> Any:  # (they take no keywords)
+            out = _allocate(*args)
             if _ALLOCATOR_POISON[0]:
                 with _disable_current_modes(), torch._C.DisableTorchFunction():
                     poison_uninitialised(out)
