@@ -161,7 +161,7 @@ def compare_outputs(
             if tol is not None and not all_finite:
                 # NaN or Inf where the reference is finite: a value the kernel computed, or an
                 # element no kernel wrote (checked trials fill fresh allocations with NaN bytes).
-                unfinished = int((bad & ~finite & e.isfinite()).sum()) if not exp.dtype.is_complex else 0
+                unfinished = int((bad & ~finite & e.isfinite()).sum())
                 if unfinished:
                     first_problem += (f"; {unfinished} of them NaN or Inf where the reference is finite (an element "
                                       "no kernel wrote reads NaN: fresh torch.empty memory is NaN-filled here)")

@@ -350,6 +350,14 @@ def test_non_finite_values_where_the_reference_is_finite_are_counted_apart():
     assert "NaN or Inf where" not in missing.message  # the reference's NaN, not the candidate's
     finite = compare_outputs(torch.zeros(3), torch.tensor([0.0, 1.0, 0.0]), EvalOptions().tolerance_for)
     assert "NaN or Inf where" not in finite.message
+    nan = complex(float("nan"), 0.0)
+    complex_expected = torch.tensor([1 + 1j, nan, 2j], dtype=torch.complex64)
+    moved = compare_outputs(complex_expected, torch.tensor([nan, 1j, 2j], dtype=torch.complex64),
+                            EvalOptions().tolerance_for)
+    assert "; 1 of them NaN or Inf where the reference is finite" in moved.message
+    wrong = compare_outputs(complex_expected, torch.tensor([1 + 1j, nan, 3j], dtype=torch.complex64),
+                            EvalOptions().tolerance_for)
+    assert not wrong.passed and "NaN or Inf where" not in wrong.message
 
 
 # -- one float64 copy per tensor (shared_float64) ----------------------------------------------------
