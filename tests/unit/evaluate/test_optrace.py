@@ -281,3 +281,13 @@ def test_without_a_module_torchs_own_allocators_are_wrapped(monkeypatch):
     assert stand_in._empty_strided_cpu is not real
     with allocator_poison():
         assert stand_in._empty_strided_cpu((5,), (1,), torch.float64).isnan().all()
+
+
+def test_a_torch_without_inductors_allocator_module_is_left_as_it_is(monkeypatch):
+    from tritongym.evaluator.worker.optrace import install_allocator_poison
+
+    monkeypatch.delattr(torch._C._dynamo, "guards")
+    install_allocator_poison()  # nothing to wrap, nothing raised
+    assert not hasattr(torch._C._dynamo, "guards")
+    monkeypatch.delattr(torch._C, "_dynamo")
+    install_allocator_poison()

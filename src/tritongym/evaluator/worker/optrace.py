@@ -124,7 +124,8 @@ def install_allocator_poison(guards: Any = None) -> None:
     before the candidate's import, which binds them). `guards`: the module holding them
     (``torch._C._dynamo.guards`` unless given)."""
     if guards is None:
-        guards = torch._C._dynamo.guards
+        # (looked up defensively: a torch without the module has no such allocators to wrap)
+        guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
     for name in INDUCTOR_ALLOCATORS:
         allocate = getattr(guards, name, None)
         if allocate is None or hasattr(allocate, "_tritongym_poisons"):
