@@ -36,12 +36,17 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+#: Ops whose result holds whatever the allocator hands back (`torch.empty` and kin).
+UNINITIALISED_OPS = frozenset(
+    "aten::" + name
+    for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted")
+)
+
 #: Ops that allocate, fill, copy, reshape or inspect: never "compute" (names without overload).
-NON_COMPUTE_OPS = frozenset(
+NON_COMPUTE_OPS = UNINITIALISED_OPS | frozenset(
     "aten::" + name
     for name in (
-        # allocation and fills of fresh buffers
-        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
+        # fills of fresh buffers
         "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
         "new_full", "fill", "fill_", "zero", "zero_", "scalar_tensor", "resize_", "resize_as_",
         # factories that fill with random values or index patterns
@@ -59,22 +64,15 @@ NON_COMPUTE_OPS = frozenset(
 
 #: Ops whose output holds no values of their arguments (allocations "like" an input, fills,
 #: random and index factories): their results are not input-derived data.
-_FRESH_OPS = frozenset(
+_FRESH_OPS = UNINITIALISED_OPS | frozenset(
     "aten::" + name
     for name in (
-        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "zeros",
-        "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill",
+        "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill",
         "fill_", "zero", "zero_", "scalar_tensor", "rand", "randn", "randint", "rand_like", "randn_like",
         "randint_like", "randperm", "normal", "normal_", "uniform", "uniform_", "bernoulli", "bernoulli_",
         "arange", "linspace", "logspace", "eye", "size", "stride", "sym_size", "sym_stride", "sym_numel",
         "numel", "dim", "is_contiguous", "is_same_size",
     )
-)
-
-#: Ops whose result holds whatever the allocator hands back (`torch.empty` and kin).
-UNINITIALISED_OPS = frozenset(
-    "aten::" + name
-    for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted")
 )
 
 #: The byte every fresh, uninitialised allocation is filled with while outputs are checked: all
