@@ -69,6 +69,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                  "tests/unit/evaluator/test_timing_session.py",
                                                  "tests/unit/evaluator/test_timing_device.py"]),
     "measurement": (f"{EVALUATOR}/measurement.py", ["tests/unit/evaluator/test_timing_measurement.py"]),
+    # The clean room (issue 20): what the verdict is re-executed from and where. Its worker's `serve` and
+    # `main` run in a process of their own in the end-to-end tests; these unit tests drive `Replay`,
+    # the bounds, the kernel builder, the launch log and the host-origin measure in the test process.
+    "replays": (f"{EVALUATOR}/replays.py", ["tests/unit/evaluator/test_cleanroom.py"]),
+    "launchlog": (f"{EVALUATOR}/worker/launchlog.py", ["tests/unit/evaluator/test_cleanroom.py"]),
+    "cleanroom_kernels": (f"{EVALUATOR}/cleanroom/kernels.py", ["tests/unit/evaluator/test_cleanroom.py"]),
+    "cleanroom_bounds": (f"{EVALUATOR}/cleanroom/bounds.py", ["tests/unit/evaluator/test_cleanroom_worker.py"]),
+    "cleanroom_worker": (f"{EVALUATOR}/cleanroom/worker.py", ["tests/unit/evaluator/test_cleanroom.py",
+                                                              "tests/unit/evaluator/test_cleanroom_worker.py"]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
     "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
     "correction": (f"{RL}/correction.py", ["tests/unit/rl"]),
