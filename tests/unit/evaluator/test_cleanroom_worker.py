@@ -19,8 +19,13 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+import triton.language as tl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.bounds import Buffer, LaunchBounds, OutOfBounds, tensor_buffers
+from tritongym.evaluator.cleanroom.worker import _cause
 
 OUT = Buffer(1000, 1400, "out_ptr")  # 100 float32
 X = Buffer(2000, 2400, "x_ptr")
@@ -90,6 +95,76 @@ def test_a_launch_without_buffers_allows_no_access():
         LaunchBounds("k", [Buffer(1000, 1000, "empty")]).check("loaded", _addresses(1000), None, 1)
 
 
+def test_the_message_says_what_went_wrong_where_and_how_to_fix_it():
+    with pytest.raises(OutOfBounds) as stored:
+        _bounds().check("stored", _addresses(1400), None, 4)
+    assert str(stored.value) == (
+        "kernel `k` stored 1 element out of bounds, the first at byte 400 of `out_ptr`, a 400-byte buffer. On a GPU "
+        "this is an illegal memory access, or silently corrupts a neighbouring tensor; mask every load and store "
+        "with the buffer's size (e.g. `mask=offs < n_elements`)")
+    with pytest.raises(OutOfBounds) as loaded:
+        LaunchBounds("k", []).check("loaded", _addresses(1000), None, 4)
+    assert str(loaded.value) == (
+        "kernel `k` loaded 1 element out of bounds, the first in no buffer (the launch was given none). On a GPU "
+        "this reads memory the kernel was not given: an illegal memory access, or garbage; mask every load and "
+        "store with the buffer's size (e.g. `mask=offs < n_elements`)")
+
+
+def test_the_nearest_buffer_is_measured_from_the_elements_far_end():
+    # 1404..1408 ends 8 bytes past `out_ptr` (ending at 1400) and starts 6 bytes before `next` (at 1410).
+    given = LaunchBounds("k", [OUT, Buffer(1410, 1500, "next")])
+    with pytest.raises(OutOfBounds, match="6 bytes before the start of `next`"):
+        given.check("loaded", _addresses(1404), None, 4)
+    with pytest.raises(OutOfBounds, match="at byte 402 of `out_ptr`"):  # 1402..1404: 4 past the end, 8 before next
+        given.check("loaded", _addresses(1402), None, 2)
+
+
+def test_an_empty_storage_at_a_buffers_address_hides_nothing():
+    # A zero-element tensor can share its address with a real buffer; it must not stand in for it.
+    for order in ([OUT, Buffer(1000, 1000, "empty")], [Buffer(1000, 1000, "empty"), OUT]):
+        LaunchBounds("k", order).check("stored", _addresses(1000, 1396), None, 4)
+
+
+def test_an_integer_mask_means_its_truth_values_and_a_row_mask_covers_every_row():
+    lanes = _addresses(1396, 1400)
+    _bounds().check("stored", lanes, np.array([1, 0], dtype=np.uint8), 4)
+    with pytest.raises(OutOfBounds, match="1 element"):
+        _bounds().check("stored", lanes, np.array([0, 1], dtype=np.int32), 4)
+    block = np.array([[1000, 1400], [1004, 1404]], dtype=np.uint64)
+    _bounds().check("stored", block, np.array([[True, False]]), 4)  # broadcast over both rows
+    with pytest.raises(OutOfBounds, match="2 elements"):
+        _bounds().check("stored", block, np.array([[False, True]]), 4)
+
+
+def _lane_by_lane(buffers: list[Buffer], lanes: list[int], itemsize: int) -> int:
+    """How many lanes lie outside every buffer: the rule `check` implements, one lane at a time."""
+    return sum(not any(b.start <= lane and lane + itemsize <= b.end for b in buffers if b.end > b.start)
+               for lane in lanes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(0, 64), min_size=0, max_size=4), gaps=st.lists(st.integers(0, 24), min_size=4,
+       max_size=4), offsets=st.lists(st.integers(-16, 360), min_size=1, max_size=12),
+       itemsize=st.sampled_from([1, 2, 4, 8]), mask_bits=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_the_one_buffer_shortcut_decides_as_the_lane_by_lane_rule(sizes, gaps, offsets, itemsize, mask_bits):
+    # `check` first asks whether the lowest and the highest active lane fit in one buffer and falls back
+    # to a search per lane: the verdict and the count it reports must be the rule's, whichever path ran.
+    buffers, start = [], 1000
+    for position, (size, gap) in enumerate(zip(sizes, gaps, strict=False)):
+        buffers.append(Buffer(start + gap, start + gap + size, f"b{position}"))
+        start += gap + size
+    lanes = [1000 + offset for offset in offsets]
+    mask = np.array(mask_bits[:len(lanes)])
+    active = [lane for lane, on in zip(lanes, mask, strict=True) if on]
+    outside = _lane_by_lane(buffers, active, itemsize)
+    given = LaunchBounds("k", buffers)
+    if outside == 0:
+        given.check("loaded", _addresses(*lanes), mask, itemsize)
+        return
+    with pytest.raises(OutOfBounds, match=f"loaded {outside} element{'s' if outside != 1 else ''} out of bounds"):
+        given.check("loaded", _addresses(*lanes), mask, itemsize)
+
+
 def test_tensor_buffers_are_whole_storages_named_by_parameter():
     base = torch.zeros(64)
     view = base[8:16]
@@ -100,6 +175,11 @@ def test_tensor_buffers_are_whole_storages_named_by_parameter():
                                                           ("out_ptr", 256)]
     assert found[0].start == start and found[-1].start == start
     assert tensor_buffers([], [torch.zeros(1)], {})[0].name == "argument 0"
+    # A TMA descriptor's tensor is named as its base.
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    described = tensor_buffers(["desc"], [TensorDescriptor.from_tensor(torch.zeros(8, 8), [4, 4])], {})
+    assert [(b.name, b.end - b.start) for b in described] == [("desc.base", 256)]
     # Shared storages count once in a launch's bounds.
     assert len(LaunchBounds("k", found).buffers) == 3
 
@@ -167,6 +247,177 @@ def test_the_interpreter_checks_loads_stores_and_atomics_inside_a_launch_only():
     assert result["atomic_in"] == "ok"
     assert result["atomic_out"].startswith("kernel `count` updated 1 element out of bounds")
     assert result["outside_a_launch"] == "unchecked"
+
+
+# -- the same wiring in this process, on a subclass of Triton's builder --------------------------------
+# The subprocess test above checks Triton's own class as the clean room wraps it; these drive `install`
+# on a fresh subclass per test (Triton's class stays untouched) so each of its entry points, argument
+# positions and element sizes is pinned here.
+
+
+def _copy(x_ptr, out_ptr, n, LAST: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if LAST:
+        tl.store(out_ptr + offs, x, mask=offs <= n)
+    else:
+        tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+def _count(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offs, 1.0, mask=offs < n)
+
+
+def _swap(out_ptr, index):
+    tl.atomic_cas(out_ptr + index, 0.0, 1.0)
+
+
+def _wide_read(x_ptr, out_ptr, byte):
+    # An 8-byte element read at a byte offset of a float32 buffer: inside only when byte + 8 <= its size.
+    wide = (x_ptr.to(tl.pointer_type(tl.int8)) + byte).to(tl.pointer_type(tl.float64))
+    tl.store(out_ptr, tl.load(wide))
+
+
+@pytest.fixture()
+def checked(monkeypatch):
+    from triton.runtime import interpreter
+
+    class Checked(interpreter.InterpreterBuilder):
+        pass
+
+    bounds.install(Checked)
+    bounds.install(Checked)  # idempotent: one wrapper per entry point
+    monkeypatch.setattr(interpreter.interpreter_builder, "__class__", Checked)
+    checks: list[str] = []
+    original = LaunchBounds.check
+
+    def counted(self, access, addresses, mask, itemsize):
+        checks.append(access)
+        return original(self, access, addresses, mask, itemsize)
+
+    monkeypatch.setattr(LaunchBounds, "check", counted)
+    return checks
+
+
+def _launch(function, args, grid, **kwargs) -> str:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    kernel = InterpretedFunction(function)
+    try:
+        with bounds.launch(function.__name__, tensor_buffers(list(kernel.arg_names), args, kwargs)):
+            kernel[grid](*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the interpreter wraps what a builder method raises
+        found = _cause(exc, OutOfBounds)
+        return str(found) if found is not None else f"other: {exc!r}"
+    return "ok"
+
+
+def test_installed_checks_pass_an_honest_launch_once_per_access_with_masked_lanes_past_the_end(checked):
+    x, out = torch.arange(10, dtype=torch.float32), torch.zeros(10)
+    assert _launch(_copy, [x, out, 10], (3,), LAST=False, BLOCK=4) == "ok"  # lanes 10 and 11 masked off
+    assert torch.equal(out, x)
+    assert checked == ["loaded", "stored"] * 3  # one check per access of each of 3 programs, never two
+
+
+def test_installed_checks_catch_a_store_and_a_load_past_the_end(checked):
+    x, out, big = torch.arange(10, dtype=torch.float32), torch.zeros(10), torch.zeros(16)
+    assert _launch(_copy, [x, out, 10], (3,), LAST=True, BLOCK=4).startswith(
+        "kernel `_copy` stored 1 element out of bounds, the first at byte 40 of `out_ptr`, a 40-byte buffer")
+    assert _launch(_copy, [x, big, 16], (4,), LAST=False, BLOCK=4).startswith(
+        "kernel `_copy` loaded 2 elements out of bounds, the first at byte 40 of `x_ptr`")
+
+
+def test_installed_checks_catch_atomics_with_and_without_a_mask(checked):
+    out = torch.zeros(10)
+    assert _launch(_count, [out, 10], (1,), BLOCK=16) == "ok"
+    assert out.tolist() == [1.0] * 10
+    assert _launch(_count, [out, 11], (1,), BLOCK=16).startswith("kernel `_count` updated 1 element out of bounds")
+    assert _launch(_swap, [out, 9], (1,)) == "ok"
+    assert _launch(_swap, [out, 10], (1,)).startswith("kernel `_swap` updated 1 element out of bounds, the first "
+                                                      "at byte 40 of `out_ptr`")
+
+
+def test_installed_checks_size_each_access_by_its_element_type(checked):
+    x, out = torch.zeros(10), torch.zeros(1, dtype=torch.float64)
+    assert _launch(_wide_read, [x, out, 32], (1,)) == "ok"  # bytes 32..40 of 40
+    assert _launch(_wide_read, [x, out, 33], (1,)).startswith(  # bytes 33..41: one byte past the end
+        "kernel `_wide_read` loaded 1 element out of bounds, the first at byte 33 of `x_ptr`")
+    small = torch.zeros(5, dtype=torch.int8)
+    assert _launch(_copy, [small, small, 5], (1,), LAST=False, BLOCK=8) == "ok"  # byte 4 of 5 is the last one
+    assert _launch(_copy, [small, small, 5], (1,), LAST=True, BLOCK=8).startswith(
+        "kernel `_copy` stored 1 element out of bounds, the first at byte 5 of `out_ptr`, a 5-byte buffer")
+
+
+def _handle(values, dtype):
+    from triton.runtime.interpreter import TensorHandle
+
+    return TensorHandle(np.array(values, dtype=bool if dtype is tl.int1 else np.uint64), dtype)
+
+
+def test_installed_checks_read_pointers_and_masks_passed_by_keyword(checked):
+    from triton.runtime.interpreter import interpreter_builder as builder
+
+    # Three lanes, the middle one masked off: a check that lost the mask would count two lanes out.
+    pointers = _handle([1000, 1400, 1404], tl.pointer_type(tl.float32))
+    mask = _handle([True, False, True], tl.int1)
+    with bounds.launch("k", [OUT]):
+        # Each check raises before Triton's own method would dereference anything.
+        with pytest.raises(OutOfBounds, match="stored 1 element"):
+            builder.create_masked_store(ptrs=pointers, value=None, mask=mask, cache_policy=None)
+        with pytest.raises(OutOfBounds, match="loaded 1 element"):
+            builder.create_masked_load(ptrs=pointers, mask=mask, other=None, cache_policy=None, is_volatile=False)
+        with pytest.raises(OutOfBounds, match="updated 1 element"):
+            builder.create_atomic_rmw(rmwOp=None, ptr=pointers, val=None, mask=mask, sem=None, scope=None)
+        with pytest.raises(OutOfBounds, match="updated 2 elements"):  # compare-and-swap has no mask
+            builder.create_atomic_cas(ptr=pointers, cmp=None, val=None, sem=None, scope=None)
+    assert checked == ["stored", "loaded", "updated", "updated"]
+
+
+def test_a_checked_access_passes_its_keyword_arguments_on_to_triton(checked):
+    from triton.runtime.interpreter import interpreter_builder as builder
+
+    x = torch.arange(4, dtype=torch.float32)
+    start = x.data_ptr()
+    pointers = _handle([start + 4 * i for i in range(4)], tl.pointer_type(tl.float32))
+    with bounds.launch("k", tensor_buffers(["x_ptr"], [x], {})):
+        loaded = builder.create_masked_load(pointers, _handle([True] * 4, tl.int1), other=None, cache_policy=None,
+                                            is_volatile=False)
+    assert loaded.data.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_install_wraps_tritons_builder_by_default_and_skips_entry_points_it_lacks(monkeypatch):
+    from triton.runtime import interpreter
+
+    class Standing(interpreter.InterpreterBuilder):  # stands in for Triton's class, which stays untouched
+        pass
+
+    monkeypatch.setattr(interpreter, "InterpreterBuilder", Standing)
+    bounds.install()
+    assert "create_masked_load" in vars(Standing) and Standing._tritongym_bounds
+
+    class Older:  # another Triton: only some of the entry points exist
+        def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+            return "loaded"
+
+    bounds.install(Older)
+    assert Older().create_masked_load(_handle([1000], tl.pointer_type(tl.float32)), None, None, None, False) == "loaded"
+    assert not hasattr(Older, "create_masked_store") and Older.create_masked_load.__name__ == "create_masked_load"
+
+
+def test_accesses_outside_a_launch_are_not_checked_and_launches_nest(checked):
+    x, big = torch.arange(10, dtype=torch.float32), torch.zeros(16)
+    from triton.runtime.interpreter import InterpretedFunction
+
+    InterpretedFunction(_copy)[(3,)](x, big, 12, LAST=False, BLOCK=4)  # reads 8 bytes past x: not checked
+    assert checked == []
+    assert bounds._active is None
+    with bounds.launch("outer", [OUT]):
+        outer = bounds._active
+        with bounds.launch("inner", [X]):
+            assert bounds._active is not outer and bounds._active.kernel == "inner"
+        assert bounds._active is outer
+    assert bounds._active is None
 
 
 # -- the timed replay (`cleanroom.worker.time_replay`) ----------------------------------------------

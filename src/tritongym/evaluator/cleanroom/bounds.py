@@ -54,20 +54,21 @@ class LaunchBounds:
         self.buffers = sorted(unique.values(), key=lambda b: b.start)
         self.starts = np.array([b.start for b in self.buffers], dtype=np.int64)
         self.ends = np.array([b.end for b in self.buffers], dtype=np.int64)
+        self.start_list = [b.start for b in self.buffers]
 
     def check(self, access: str, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int) -> None:
         """Raise `OutOfBounds` when an active lane's element is not wholly inside one buffer."""
-        addresses = np.asarray(addresses)
-        if mask is not None:
-            mask = np.asarray(mask, dtype=bool)
-            if mask.shape != addresses.shape:
-                mask = np.broadcast_to(mask, addresses.shape)
-            addresses = addresses[mask]
-        if addresses.size == 0:
-            return
         # uint64 addresses as int64: a pointer moved below zero wraps to a huge unsigned value and
         # reads as negative here, outside every buffer.
-        lanes = addresses.astype(np.uint64).view(np.int64).ravel()
+        lanes = np.asarray(addresses).astype(np.uint64).view(np.int64)
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != lanes.shape:
+                mask = np.broadcast_to(mask, lanes.shape)
+            lanes = lanes[mask]
+        lanes = lanes.ravel()
+        if lanes.size == 0 or self._inside_one_buffer(lanes, itemsize):
+            return
         slot = np.searchsorted(self.starts, lanes, side="right") - 1
         inside = slot >= 0
         if self.buffers:
@@ -79,6 +80,14 @@ class LaunchBounds:
             return
         bad = int(np.flatnonzero(~inside)[0])
         raise OutOfBounds(self.describe(access, int(lanes[bad]), itemsize, int((~inside).sum())))
+
+    def _inside_one_buffer(self, lanes: np.ndarray, itemsize: int) -> bool:
+        """The common case in two reductions: every lane lies between the lowest and the highest,
+        so when those two fit in one buffer every lane does (buffers never overlap). False decides
+        nothing: the lane-by-lane search in `check` does."""
+        low, high = int(lanes.min()), int(lanes.max())
+        slot = bisect.bisect_right(self.start_list, low) - 1
+        return slot >= 0 and high + itemsize <= self.buffers[slot].end
 
     def describe(self, access: str, address: int, itemsize: int, count: int) -> str:
         lanes = f"{count} element{'s' if count != 1 else ''}"
@@ -139,16 +148,18 @@ def _itemsize(pointers: Any) -> int:
     return max(1, int(getattr(element, "primitive_bitwidth", 8)) // 8)
 
 
-def install() -> None:
+def install(builder: type | None = None) -> None:
     """Wrap the interpreter builder's memory operations with the check (idempotent).
 
     Loads and stores of every kind (plain, masked, block pointers, tensor descriptors, atomic
     load/store) reach ``create_masked_load``/``create_masked_store``; atomic read-modify-write and
-    compare-and-swap have their own entry points.
+    compare-and-swap have their own entry points. `builder`: the class to wrap, Triton's
+    ``InterpreterBuilder`` unless given (tests wrap a subclass, leaving Triton's own untouched).
     """
-    from triton.runtime import interpreter
+    if builder is None:
+        from triton.runtime import interpreter
 
-    builder = interpreter.InterpreterBuilder
+        builder = interpreter.InterpreterBuilder
     if getattr(builder, "_tritongym_bounds", False):
         return
 
