@@ -72,9 +72,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # The clean room (issue 20): what the verdict is re-executed from and where. Its worker's `serve` and
     # `main` run in a process of their own in the end-to-end tests; these unit tests drive `Replay`,
     # the bounds, the kernel builder, the launch log and the host-origin measure in the test process.
-    "replays": (f"{EVALUATOR}/replays.py", ["tests/unit/evaluator/test_cleanroom.py"]),
-    "launchlog": (f"{EVALUATOR}/worker/launchlog.py", ["tests/unit/evaluator/test_cleanroom.py"]),
-    "cleanroom_kernels": (f"{EVALUATOR}/cleanroom/kernels.py", ["tests/unit/evaluator/test_cleanroom.py"]),
+    "replays": (f"{EVALUATOR}/replays.py", ["tests/unit/evaluator/test_cleanroom.py",
+                                             "tests/unit/evaluator/test_replays.py"]),
+    "launchlog": (f"{EVALUATOR}/worker/launchlog.py", ["tests/unit/evaluator/test_cleanroom.py",
+                                                       "tests/unit/evaluator/test_launchlog.py"]),
+    "cleanroom_kernels": (f"{EVALUATOR}/cleanroom/kernels.py", ["tests/unit/evaluator/test_cleanroom.py",
+                                                               "tests/unit/evaluator/test_cleanroom_kernels.py"]),
     "cleanroom_bounds": (f"{EVALUATOR}/cleanroom/bounds.py", ["tests/unit/evaluator/test_cleanroom_worker.py"]),
     "cleanroom_worker": (f"{EVALUATOR}/cleanroom/worker.py", ["tests/unit/evaluator/test_cleanroom.py",
                                                               "tests/unit/evaluator/test_cleanroom_worker.py"]),
