@@ -435,25 +435,66 @@ def test_a_kernel_the_log_does_not_describe_is_refused(tmp_path, entry):
     assert str(refused.value) == "kernel k:4 is not described in the log"
 
 
-# --- known gap --------------------------------------------------------------------------------
-
-GAP = ("a chain from an allowed module is accepted whatever it reaches: `tl.core` imports Python's `builtins` "
-       "and `inspect`, so `tl.core.builtins.eval(...)` runs Python in the clean room (CPU tier)")
-
-
-@pytest.mark.xfail(strict=True, reason=GAP)
-@pytest.mark.parametrize("call", ["tl.core.builtins.eval('41 + 1')", "tl.core.inspect.currentframe()"])
-def test_a_chain_through_a_module_to_python_is_refused(call):
-    assert _problems(f"def kernel(x):\n    v = {call}\n") != []
+# --- chains through allowed modules -------------------------------------------------------------
+# An allowed module imports others (`tl.core` imports Python's `builtins` and `inspect`; Inductor's
+# `triton_compat` imports torch): a chain must reach Triton's own objects, not merely existing ones.
 
 
-def test_honest_chains_through_triton_modules_pass():
-    # The twin of the gap above: chains that stay in Triton are what kernels are made of.
-    assert _problems("def kernel(x):\n    v = tl.math.exp(tl.core.full([2], 1.0, tl.float32))\n") == []
+HELPERS = {"th": {"module": "torch._inductor.runtime.triton_helpers"}, "triton": {"module": "triton"},
+           "libdevice": {"module": "triton.language.extra.libdevice"}}
 
 
-@pytest.mark.xfail(strict=True, reason=GAP)
-def test_a_kernel_calling_eval_through_tl_core_is_not_built(tmp_path, interpret):
+@pytest.mark.parametrize(("call", "why"), [
+    ("tl.core.builtins.eval('41 + 1')", "core.builtins (module builtins)"),
+    ("tl.core.builtins.eval('41 + 1')", "core.builtins.eval (eval, which is builtins's, not Triton's)"),
+    ("tl.core.inspect.currentframe()", "core.inspect (module inspect)"),
+    ("triton.runtime.driver", "runtime (module triton.runtime)"),
+    ("tl.core.no_such_thing", "core.no_such_thing (triton.language.core has no no_such_thing)"),
+])
+def test_a_chain_through_a_module_to_python_is_refused(call, why):
+    assert any(problem.endswith(why) for problem in _problems(f"def kernel(x):\n    v = {call}\n", HELPERS)), why
+
+
+@pytest.mark.parametrize("expression", [
+    "tl.math.exp(tl.core.full([2], 1.0, tl.float32))",
+    "tl.maximum(x, x, propagate_nan=tl.PropagateNan.ALL)",  # an enum of Triton's IR module
+    "triton.cdiv(x, 2)",
+    "tl.float32.primitive_bitwidth",
+    "tl.extra.cuda.libdevice.exp(x)",
+    "th.maximum(x, x)",  # Inductor's helpers, a jitted function of an allowed module
+    "th.libdevice.exp(x)",
+    "libdevice.exp(x)",
+])
+def test_honest_chains_through_triton_modules_pass(expression):
+    # The twins of the refusals above: chains that stay in Triton are what kernels are made of.
+    assert _problems(f"def kernel(x):\n    v = {expression}\n", HELPERS) == []
+
+
+def test_a_host_helper_of_inductor_is_refused_in_a_body_and_as_a_binding(tmp_path):
+    assert _problems("def kernel(x):\n    th.set_driver_to_cpu()\n", HELPERS) == [
+        "line 2: set_driver_to_cpu (set_driver_to_cpu, which is torch._inductor.runtime.triton_helpers's, "
+        "not Triton's)"]
+    builder = KernelBuilder("", str(tmp_path))
+    with pytest.raises(KernelRefused, match=r"triton_helpers.set_driver_to_gpu is not available to kernels"):
+        builder.resolve({"attr": ["torch._inductor.runtime.triton_helpers", "set_driver_to_gpu"]}, {})
+
+
+def test_an_attr_binding_resolves_only_to_triton_objects(tmp_path):
+    # The log's bindings come from the candidate's process: a forged one must not reach past Triton.
+    builder = KernelBuilder("", str(tmp_path))
+    with pytest.raises(KernelRefused, match=r"triton_compat.torch is not available to kernels \(module torch\)"):
+        builder.resolve({"attr": ["torch._inductor.runtime.triton_compat", "torch"]}, {})
+    with pytest.raises(KernelRefused, match=r"core.builtins is not available to kernels \(module builtins\)"):
+        builder.resolve({"attr": ["triton.language.core", "builtins"]}, {})
+    from torch._inductor.runtime import triton_helpers
+    from triton.language.extra import libdevice
+
+    assert builder.resolve({"attr": ["torch._inductor.runtime.triton_helpers", "maximum"]}, {}) is (
+        triton_helpers.maximum)
+    assert builder.resolve({"attr": ["triton.language.extra.libdevice", "exp"]}, {}) is libdevice.exp
+
+
+def test_a_kernel_calling_eval_through_tl_core_is_not_built(tmp_path):
     source = textwrap.dedent('''
         import triton
         import triton.language as tl
@@ -464,9 +505,6 @@ def test_a_kernel_calling_eval_through_tl_core_is_not_built(tmp_path, interpret)
             tl.store(out_ptr + tl.arange(0, BLOCK), tl.full([BLOCK], v, tl.float32))
         ''')
     table = {"k:5": {"name": "k", "line": 5, "globals": dict(TL)}}
-    out = torch.zeros(4)
-    try:
-        KernelBuilder(source, str(tmp_path)).build("k:5", table).jit[(1,)](out, BLOCK=4)
-    except KernelRefused:
-        return
-    pytest.fail(f"the kernel was built and ran Python's eval in the clean room: {out.tolist()}")
+    with pytest.raises(KernelRefused, match=r"kernel k: line 7: core.builtins.eval \(eval, which is builtins's, "
+                                            r"not Triton's\); line 7: core.builtins \(module builtins\)"):
+        KernelBuilder(source, str(tmp_path)).build("k:5", table)

@@ -18,7 +18,10 @@ namespace reaches. The rules below are what a Triton kernel is made of:
   ``assert``, expression statements; no nested ``def``/``lambda``/``class``, no ``import``,
   ``global``, ``with``, ``try``, comprehensions or generators;
 * names: parameters, locals, bindings from the log, allowed builtins (`BUILTINS`);
-* attributes: no dunder anywhere; a chain from an allowed module must exist on that module;
+* attributes: no dunder anywhere; a chain from an allowed module must exist on that module and
+  reach only what kernels are made of (`refused_object`): another allowed module, a number or a
+  string, or an object defined in an allowed module (``tl.core`` imports Python's ``builtins`` and
+  ``inspect``: ``tl.core.builtins.eval`` names a real attribute and is still refused);
   on values (tensors, dtypes) only the public members of ``tl.tensor`` and ``tl.dtype`` plus
   ``dtype``/``shape``/``T``/``value`` (`value_attributes`), never ``handle`` (the interpreter's raw
   array);
@@ -33,6 +36,7 @@ import importlib
 import os
 import tempfile
 import textwrap
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +59,31 @@ _EXPRESSIONS = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.A
 
 class KernelRefused(Exception):
     """The kernel is not Triton, or its log binds something the clean room does not provide."""
+
+
+#: Triton's IR module (pybind): its enums are kernel arguments (``tl.PropagateNan.ALL``).
+_IR_MODULE = "triton._C.libtriton.ir"
+#: Inductor helpers that switch the host's Triton driver: defined in an allowed module, not kernel code.
+HOST_HELPERS = frozenset({"set_driver_to_cpu", "set_driver_to_gpu"})
+
+
+def refused_object(value: Any, name: str) -> str | None:
+    """Why a kernel may not use `value`, reached as attribute `name` of an allowed module (None: it may).
+
+    Allowed modules import others (``triton.language.core`` imports ``builtins`` and ``inspect``,
+    Inductor's ``triton_compat`` imports ``torch``), so existing on an allowed module says nothing:
+    what the name reaches must itself be Triton's.
+    """
+    if isinstance(value, types.ModuleType):
+        return None if value.__name__ in KERNEL_MODULES else f"module {value.__name__}"
+    if value is None or type(value) in (bool, int, float, str):
+        return None
+    owner = getattr(value, "__module__", None)
+    if owner in KERNEL_MODULES and name not in HOST_HELPERS:
+        return None
+    if owner == _IR_MODULE and (hasattr(value, "__members__") or hasattr(type(value), "__members__")):
+        return None
+    return f"{name}, which is {owner or 'Python'}'s, not Triton's"
 
 
 def value_attributes() -> frozenset[str]:
@@ -115,6 +144,19 @@ def _module_chain(node: ast.AST, scope: _Scope) -> list[str] | None:
     return [binding["module"], *reversed(parts)]
 
 
+def _chain_problem(chain: list[str]) -> str | None:
+    """Why ``module.a.b`` may not be used in a kernel: a missing attribute, or what it reaches."""
+    try:
+        value = allowed_module(chain[0])
+    except KernelRefused as exc:
+        return str(exc)
+    for depth, part in enumerate(chain[1:], start=1):
+        if not hasattr(value, part):
+            return f"{'.'.join(chain[:depth])} has no {part}"
+        value = getattr(value, part)
+    return refused_object(value, chain[-1])
+
+
 def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, Any]],
                       value_attrs: frozenset[str]) -> list[str]:
     """Why this function is not a Triton kernel (empty when it is one)."""
@@ -147,8 +189,14 @@ def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, A
             if node.attr.startswith("_"):
                 problems.append(f"line {node.lineno}: attribute {node.attr} (private attributes are not Triton)")
                 continue
-            if _module_chain(node, scope) is None and node.attr not in value_attrs:
-                problems.append(f"line {node.lineno}: .{node.attr} on a value is not a Triton tensor member")
+            chain = _module_chain(node, scope)
+            if chain is None:
+                if node.attr not in value_attrs:
+                    problems.append(f"line {node.lineno}: .{node.attr} on a value is not a Triton tensor member")
+                continue
+            why = _chain_problem(chain)
+            if why is not None:
+                problems.append(f"line {node.lineno}: {'.'.join(chain[1:])} ({why})")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__"):
             problems.append(f"line {node.lineno}: a dunder string constant")
     return problems
@@ -200,7 +248,11 @@ class KernelBuilder:
             module = allowed_module(owner)
             if not hasattr(module, name):
                 raise KernelRefused(f"{owner} has no {name}")
-            return getattr(module, name)
+            value = getattr(module, name)
+            why = refused_object(value, name)
+            if why is not None:
+                raise KernelRefused(f"{owner}.{name} is not available to kernels ({why})")
+            return value
         if "kernel" in binding:
             return self.build(binding["kernel"], table).jit
         raise KernelRefused(f"a {binding.get('unknown', 'Python object')} (kernels may use Triton functions, "
