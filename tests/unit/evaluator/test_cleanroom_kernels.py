@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import types
 
 import pytest
 import torch
@@ -40,9 +41,11 @@ from tritongym.evaluator.cleanroom.kernels import (
     KernelRefused,
     allowed_module,
     check_kernel_body,
+    refused_object,
     tl_dtype,
     value_attributes,
 )
+from tritongym.evaluator.worker.launchlog import KERNEL_MODULES
 
 TL = {"tl": {"module": "triton.language"}}
 NOT_TRITON = "not a Triton function, kernel, module or number"
@@ -468,6 +471,23 @@ def test_a_chain_through_a_module_to_python_is_refused(call, why):
 def test_honest_chains_through_triton_modules_pass(expression):
     # The twins of the refusals above: chains that stay in Triton are what kernels are made of.
     assert _problems(f"def kernel(x):\n    v = {expression}\n", HELPERS) == []
+
+
+@pytest.mark.parametrize(("owner", "allowed"), [
+    ("triton.runtime.interpreter", True),  # tl's builtins while a kernel is interpreted (a helper built then)
+    ("tritongym.evaluator.worker.interpreter_fixes", True),  # libdevice's CPU implementations
+    ("triton.language.standard", True),
+    ("triton.runtime.jit", False),
+    ("tritongym.evaluator.parent", False),
+    ("builtins", False),
+])
+def test_only_triton_and_its_cpu_stand_ins_define_what_a_chain_may_reach(owner, allowed):
+    def function():
+        return None
+
+    function.__module__ = owner
+    assert (refused_object(function, "f") is None) is allowed
+    assert refused_object(types.ModuleType(owner), "m") == (None if owner in KERNEL_MODULES else f"module {owner}")
 
 
 def test_a_host_helper_of_inductor_is_refused_in_a_body_and_as_a_binding(tmp_path):

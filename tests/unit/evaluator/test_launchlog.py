@@ -330,16 +330,15 @@ def test_a_constexpr_and_a_descriptor_count_one_level_each(files):
         log.encode(_wrap(descriptor, 7))
 
 
-@pytest.mark.xfail(strict=True, reason="launchlog.encode refuses -2**63 (abs(value) >= 1 << 63), the int64 minimum, "
-                                       "which Triton passes as i64: an honest launch becomes unreplayable")
 def test_the_int64_minimum_is_a_64_bit_integer(files):
+    # Triton passes it as i64: refusing it made an honest launch unreplayable (found by mutation testing).
     assert _started(files).encode(-(2**63)) == -(2**63)
 
 
-@pytest.mark.xfail(strict=True, reason="launchlog.encode refuses 2**63 .. 2**64-1, which Triton passes as u64 "
-                                       "(a 64-bit hash constant): an honest launch becomes unreplayable")
 def test_an_unsigned_64_bit_integer_is_a_64_bit_integer(files):
+    # Triton passes 2**63 .. 2**64 - 1 as u64 (a 64-bit hash constant such as 0x9E3779B97F4A7C15).
     assert _started(files).encode(2**64 - 1) == 2**64 - 1
+    assert _started(files).encode(0x9E3779B97F4A7C15) == 0x9E3779B97F4A7C15
 
 
 # -- kernels --------------------------------------------------------------------------------

@@ -63,6 +63,10 @@ class KernelRefused(Exception):
 
 #: Triton's IR module (pybind): its enums are kernel arguments (``tl.PropagateNan.ALL``).
 _IR_MODULE = "triton._C.libtriton.ir"
+#: Modules whose functions stand in for Triton's own on the CPU tier: while a kernel is interpreted,
+#: Triton's interpreter swaps ``tl``'s builtins for its versions (a helper kernel is rebuilt then),
+#: and the interpreter fixes give libdevice its CPU implementations. Neither is reachable as a module.
+STAND_IN_MODULES = frozenset({"triton.runtime.interpreter", "tritongym.evaluator.worker.interpreter_fixes"})
 #: Inductor helpers that switch the host's Triton driver: defined in an allowed module, not kernel code.
 HOST_HELPERS = frozenset({"set_driver_to_cpu", "set_driver_to_gpu"})
 
@@ -79,7 +83,7 @@ def refused_object(value: Any, name: str) -> str | None:
     if value is None or type(value) in (bool, int, float, str):
         return None
     owner = getattr(value, "__module__", None)
-    if owner in KERNEL_MODULES and name not in HOST_HELPERS:
+    if (owner in KERNEL_MODULES or owner in STAND_IN_MODULES) and name not in HOST_HELPERS:
         return None
     if owner == _IR_MODULE and (hasattr(value, "__members__") or hasattr(type(value), "__members__")):
         return None

@@ -231,7 +231,8 @@ class LaunchLog:
         if value is None or type(value) is bool:
             return value
         if type(value) is int:
-            if abs(value) >= 1 << 63:
+            # Triton passes -2**63 .. 2**63 - 1 as i64 and 2**63 .. 2**64 - 1 as u64 (a 64-bit hash constant).
+            if not -(1 << 63) <= value < 1 << 64:
                 raise Unloggable("an integer argument beyond 64 bits")
             return value
         if type(value) is float:
