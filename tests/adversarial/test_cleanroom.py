@@ -42,6 +42,8 @@ BY_CONSTRUCTION = {
     "F5-triton-named-helper": ("python_in_kernel", "kernels are rebuilt in a namespace of Triton only: a Python "
                                "helper has no binding the clean room provides"),
     "F5-handle-attribute-chain": ("python_in_kernel", "the body check refuses .handle on values"),
+    "F5-module-chain-to-builtins": ("python_in_kernel", "a chain from an allowed module must reach Triton's own "
+                                    "objects: tl.core.builtins is Python's module, whatever tl.core imports"),
     "F5-global-rebound-after-check": ("python_in_kernel", "globals are bound from what the launch saw; a Python "
                                       "function is not a Triton binding"),
     "F6-tuple-subclass-iter": ("unreplayable", "outputs are logged as lists and tuples of tensor references; a "
