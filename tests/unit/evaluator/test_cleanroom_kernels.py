@@ -490,6 +490,21 @@ def test_only_triton_and_its_cpu_stand_ins_define_what_a_chain_may_reach(owner, 
     assert refused_object(types.ModuleType(owner), "m") == (None if owner in KERNEL_MODULES else f"module {owner}")
 
 
+def test_triton_ir_enums_pass_and_other_enums_and_plain_python_values_do_not():
+    import enum
+
+    assert refused_object(tl.PropagateNan, "PropagateNan") is None  # the enum class itself
+    assert refused_object(tl.PropagateNan.ALL, "ALL") is None
+
+    class Colour(enum.Enum):  # an enum, but not Triton's
+        RED = 1
+
+    assert refused_object(Colour, "Colour") == f"Colour, which is {__name__}'s, not Triton's"
+    # A value with no module of its own (a tuple, a complex number) is plain Python.
+    assert refused_object((1, 2), "pair") == "pair, which is Python's, not Triton's"
+    assert refused_object(1j, "unit") == "unit, which is Python's, not Triton's"
+
+
 def test_a_host_helper_of_inductor_is_refused_in_a_body_and_as_a_binding(tmp_path):
     assert _problems("def kernel(x):\n    th.set_driver_to_cpu()\n", HELPERS) == [
         "line 2: set_driver_to_cpu (set_driver_to_cpu, which is torch._inductor.runtime.triton_helpers's, "
