@@ -495,6 +495,10 @@ def test_triton_ir_enums_pass_and_other_enums_and_plain_python_values_do_not():
 
     assert refused_object(tl.PropagateNan, "PropagateNan") is None  # the enum class itself
     assert refused_object(tl.PropagateNan.ALL, "ALL") is None
+    from triton._C.libtriton import ir
+
+    # The IR module's other classes build IR on the host: not kernel values.
+    assert refused_object(ir.builder, "builder") == "builder, which is triton._C.libtriton.ir's, not Triton's"
 
     class Colour(enum.Enum):  # an enum, but not Triton's
         RED = 1

@@ -85,7 +85,7 @@ def refused_object(value: Any, name: str) -> str | None:
     owner = getattr(value, "__module__", None)
     if (owner in KERNEL_MODULES or owner in STAND_IN_MODULES) and name not in HOST_HELPERS:
         return None
-    if owner == _IR_MODULE and (hasattr(value, "__members__") or hasattr(type(value), "__members__")):
+    if owner == _IR_MODULE and hasattr(type(value), "__members__"):  # an enum class or member (EnumType's)
         return None
     return f"{name}, which is {owner or 'Python'}'s, not Triton's"
 
