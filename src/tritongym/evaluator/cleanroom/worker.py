@@ -141,6 +141,15 @@ class Replay:
         if dtype is None or not _ints(shape) or not _ints(stride) or not isinstance(offset, int) or len(shape) != len(
                 stride):
             raise Diverged("malformed tensor reference")
+        # `set_` grows a resizable storage instead of refusing a view past its end: the view would
+        # then read bytes no log shipped (this process's allocator leftovers, never poisoned).
+        if all(size > 0 for size in shape):
+            low = offset + sum((size - 1) * step for size, step in zip(shape, stride, strict=True) if step < 0)
+            high = offset + sum((size - 1) * step for size, step in zip(shape, stride, strict=True) if step > 0)
+            itemsize = torch.empty(0, dtype=dtype).element_size()
+            if low < 0 or (high + 1) * itemsize > storage.nbytes():
+                raise Diverged(f"a tensor view does not fit its buffer: elements {low}..{high} of "
+                               f"{storage.nbytes() // itemsize}")
         try:
             return torch.empty(0, dtype=dtype, device=self.device).set_(storage, offset, shape, stride)
         except RuntimeError as exc:
