@@ -317,6 +317,10 @@ def test_a_view_past_the_end_of_its_buffer_is_refused():
     assert made.storages[0].nbytes() == 16
     assert made.view({**ref(0, (2, 2)), "st": [2, 1]}).tolist() == [[0.0, 0.0], [0.0, 0.0]]  # the whole buffer
     assert made.view({**ref(0, (0, 9)), "st": [9, 1], "o": 4}).numel() == 0  # an empty view reads nothing
+    assert made.view(ref(0, (0,), offset=10)).numel() == 0  # wherever it starts
+    with pytest.raises(Diverged, match=r"elements 0\.\.7 of 4$"):  # a dimension of one still counts the others
+        made.view(ref(0, (1, 8), stride=(8, 1)))
+    assert made.storages[0].nbytes() == 16
 
 
 # -- decode: the values of an event ------------------------------------------------------------------
