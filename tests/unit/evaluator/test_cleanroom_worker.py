@@ -10,6 +10,7 @@ The pure checks run here on numpy addresses; the interpreter wiring runs in a su
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -184,77 +185,7 @@ def test_tensor_buffers_are_whole_storages_named_by_parameter():
     assert len(LaunchBounds("k", found).buffers) == 3
 
 
-_SCRIPT = textwrap.dedent('''
-    import json, sys
-    import torch, triton, triton.language as tl
-    from tritongym.evaluator.worker import interpreter_fixes
-    from tritongym.evaluator.cleanroom import bounds
-    from tritongym.evaluator.cleanroom.worker import _cause
-    interpreter_fixes.install()
-    bounds.install()
-    bounds.install()  # idempotent: one wrapper
-
-    @triton.jit
-    def copy(x_ptr, out_ptr, n, LAST: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-        if LAST:
-            tl.store(out_ptr + offs, x, mask=offs <= n)
-        else:
-            tl.store(out_ptr + offs, x, mask=offs < n)
-
-    @triton.jit
-    def count(out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.arange(0, BLOCK)
-        tl.atomic_add(out_ptr + offs, 1.0, mask=offs < n)
-
-    def run(kernel, args, grid, **kwargs):
-        names = list(kernel.arg_names)
-        try:
-            with bounds.launch(kernel.fn.__name__, bounds.tensor_buffers(names, args, kwargs)):
-                kernel[grid](*args, **kwargs)
-        except Exception as exc:
-            found = _cause(exc, bounds.OutOfBounds)
-            return str(found) if found is not None else "other: " + repr(exc)
-        return "ok"
-
-    x = torch.arange(10, dtype=torch.float32)
-    out = torch.zeros(10)
-    big = torch.zeros(16)
-    print(json.dumps({
-        "honest": run(copy, [x, out, 10], (3,), LAST=False, BLOCK=4),
-        "copied": out.tolist() == x.tolist(),
-        "past_end": run(copy, [x, out, 10], (3,), LAST=True, BLOCK=4),
-        "load_past_end": run(copy, [x, big, 16], (4,), LAST=False, BLOCK=4),
-        "atomic_in": run(count, [out, 10], (1,), BLOCK=16),
-        "atomic_out": run(count, [out, 11], (1,), BLOCK=16),
-        # A load 8 bytes past x's end (harmless to read here; a store there would corrupt the heap).
-        "outside_a_launch": (copy[(3,)](x, big, 12, LAST=False, BLOCK=4), "unchecked")[1],
-    }))
-''')
-
-
-def test_the_interpreter_checks_loads_stores_and_atomics_inside_a_launch_only():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["honest"] == "ok" and result["copied"]
-    assert result["past_end"].startswith("kernel `copy` stored 1 element out of bounds, the first at byte 40 of "
-                                         "`out_ptr`, a 40-byte buffer")
-    assert result["load_past_end"].startswith("kernel `copy` loaded 2 elements out of bounds, the first at byte 40 of "
-                                       "`x_ptr`")  # program 2 reads x[10:12], past its end
-    assert result["atomic_in"] == "ok"
-    assert result["atomic_out"].startswith("kernel `count` updated 1 element out of bounds")
-    assert result["outside_a_launch"] == "unchecked"
-
-
-# -- the same wiring in this process, on a subclass of Triton's builder --------------------------------
-# The subprocess test above checks Triton's own class as the clean room wraps it; these drive `install`
-# on a fresh subclass per test (Triton's class stays untouched) so each of its entry points, argument
-# positions and element sizes is pinned here.
-
-
+# Kernels shared by the subprocess script (as text: it runs in a fresh interpreter) and the tests in this process.
 def _copy(x_ptr, out_ptr, n, LAST: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
@@ -277,6 +208,67 @@ def _wide_read(x_ptr, out_ptr, byte):
     # An 8-byte element read at a byte offset of a float32 buffer: inside only when byte + 8 <= its size.
     wide = (x_ptr.to(tl.pointer_type(tl.int8)) + byte).to(tl.pointer_type(tl.float64))
     tl.store(out_ptr, tl.load(wide))
+
+
+def _jitted(*functions) -> str:
+    return "".join("@triton.jit\n" + inspect.getsource(function) + "\n" for function in functions)
+
+
+_SCRIPT = textwrap.dedent('''
+    import json, sys
+    import torch, triton, triton.language as tl
+    from tritongym.evaluator.worker import interpreter_fixes
+    from tritongym.evaluator.cleanroom import bounds
+    from tritongym.evaluator.cleanroom.worker import _cause
+    interpreter_fixes.install()
+    bounds.install()
+    bounds.install()  # idempotent: one wrapper
+''') + _jitted(_copy, _count) + textwrap.dedent('''
+    def run(kernel, args, grid, **kwargs):
+        names = list(kernel.arg_names)
+        try:
+            with bounds.launch(kernel.fn.__name__, bounds.tensor_buffers(names, args, kwargs)):
+                kernel[grid](*args, **kwargs)
+        except Exception as exc:
+            found = _cause(exc, bounds.OutOfBounds)
+            return str(found) if found is not None else "other: " + repr(exc)
+        return "ok"
+
+    x = torch.arange(10, dtype=torch.float32)
+    out = torch.zeros(10)
+    big = torch.zeros(16)
+    print(json.dumps({
+        "honest": run(_copy, [x, out, 10], (3,), LAST=False, BLOCK=4),
+        "copied": out.tolist() == x.tolist(),
+        "past_end": run(_copy, [x, out, 10], (3,), LAST=True, BLOCK=4),
+        "load_past_end": run(_copy, [x, big, 16], (4,), LAST=False, BLOCK=4),
+        "atomic_in": run(_count, [out, 10], (1,), BLOCK=16),
+        "atomic_out": run(_count, [out, 11], (1,), BLOCK=16),
+        # A load 8 bytes past x's end (harmless to read here; a store there would corrupt the heap).
+        "outside_a_launch": (_copy[(3,)](x, big, 12, LAST=False, BLOCK=4), "unchecked")[1],
+    }))
+''')
+
+
+def test_the_interpreter_checks_loads_stores_and_atomics_inside_a_launch_only():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["honest"] == "ok" and result["copied"]
+    assert result["past_end"].startswith("kernel `_copy` stored 1 element out of bounds, the first at byte 40 of "
+                                         "`out_ptr`, a 40-byte buffer")
+    assert result["load_past_end"].startswith("kernel `_copy` loaded 2 elements out of bounds, the first at byte 40 of "
+                                       "`x_ptr`")  # program 2 reads x[10:12], past its end
+    assert result["atomic_in"] == "ok"
+    assert result["atomic_out"].startswith("kernel `_count` updated 1 element out of bounds")
+    assert result["outside_a_launch"] == "unchecked"
+
+
+# -- the same wiring in this process, on a subclass of Triton's builder --------------------------------
+# The subprocess test above checks Triton's own class as the clean room wraps it; these drive `install`
+# on a fresh subclass per test (Triton's class stays untouched) so each of its entry points, argument
+# positions and element sizes is pinned here.
 
 
 @pytest.fixture()
