@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -356,12 +357,20 @@ def test_without_a_workdir_the_builder_makes_a_fresh_one_of_its_own(interpret):
         shutil.rmtree(builder.workdir, ignore_errors=True)
 
 
-def test_a_key_with_path_characters_stays_in_the_workdir(tmp_path, interpret):
-    # Keys come from the log: whatever they hold, the kernel's file is written inside the workdir.
+def test_a_key_that_is_not_its_entrys_name_and_line_is_refused(tmp_path):
+    # Keys come from the log: one that names another kernel than its entry (or a path) is not described.
     work = tmp_path / "work"
     work.mkdir()
-    key = "../../twice:1"
-    built = KernelBuilder(SOURCE, str(work)).build(key, {key: TABLE[TWICE]})
+    for key in ("../../twice:1", TWICE + "x", "other:" + TWICE.partition(":")[2]):
+        with pytest.raises(KernelRefused, match=f"^kernel {re.escape(key)} is not described in the log$"):
+            KernelBuilder(SOURCE, str(work)).build(key, {key: TABLE[TWICE]})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and list(work.iterdir()) == []
+
+
+def test_a_kernels_file_is_written_inside_the_workdir(tmp_path, interpret):
+    work = tmp_path / "work"
+    work.mkdir()
+    built = KernelBuilder(SOURCE, str(work)).build(TWICE, TABLE)
     assert os.path.dirname(built.jit.fn.__code__.co_filename) == str(work)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
 

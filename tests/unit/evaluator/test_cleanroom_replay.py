@@ -757,7 +757,7 @@ def test_plain_outputs_are_detached_copies_in_the_same_containers():
 # -- serve: the request loop over a real channel -------------------------------------------------------
 
 @contextmanager
-def _serving(tmp_path) -> Iterator[Channel]:
+def _serving(tmp_path, source: str = SOURCE) -> Iterator[Channel]:
     """`serve` in a thread on one end of a socket pair; the parent's `Channel` on the other. The
     worker's end is closed when `serve` returns, so a loop that ends early shows as a closed channel."""
     parent_end, worker_end = socket.socketpair()
@@ -766,7 +766,7 @@ def _serving(tmp_path) -> Iterator[Channel]:
 
     def run() -> None:
         try:
-            serve(worker, SOURCE, CPU)
+            serve(worker, source, CPU)
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)
         finally:
@@ -869,12 +869,20 @@ def test_serve_answers_a_diverged_log_with_its_reason(tmp_path, payload, message
 
 def test_serve_answers_any_other_failure_as_diverged_with_its_type(kernels_dir):
     log = _scale_log({"launch": ["k"], "grid": [1]})
-    long_key = "a" * 1500 + ":1"
-    table = {long_key: KERNELS[SCALE]}
-    with _serving(kernels_dir) as parent:
+    # A kernel whose name makes its file name too long for the file system: an OSError, cut to 1,000 characters.
+    name = "k" * 1500
+    long_key = f"{name}:4"
+    source = textwrap.dedent(f'''
+        import triton
+
+        @triton.jit
+        def {name}(x_ptr, out_ptr, n, scale, BLOCK):
+            pass
+        ''')
+    table = {long_key: {"name": name, "line": 4, "globals": {}}}
+    with _serving(kernels_dir, source) as parent:
         assert ask(parent, "replay", {"inputs": [torch.zeros(6)], "log": log}) == (
             "error", {"kind": "diverged", "message": "TypeError: unhashable type: 'list'"})
-        # The kernel's file name is too long for the file system: the error is cut to 1,000 characters.
         kind, reply = ask(parent, "replay", {"inputs": [torch.zeros(6)],
                                              "log": _scale_log(_launch(key=long_key)) | {"kernels": table}})
         assert (kind, reply["kind"]) == ("error", "diverged")

@@ -268,8 +268,11 @@ class KernelBuilder:
         if key in self._building:
             raise KernelRefused(f"kernel {key} refers to itself")
         entry = table.get(key)
+        # The key is `launchlog.kernel_key`'s ``name:first line``: a key that says another kernel than
+        # its entry would name one kernel in messages and build another.
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(
-                entry.get("line"), int) or not isinstance(entry.get("globals"), dict):
+                entry.get("line"), int) or not isinstance(entry.get("globals"), dict) or (
+                key != f"{entry['name']}:{entry['line']}"):
             raise KernelRefused(f"kernel {key} is not described in the log")
         self._building.add(key)
         try:
