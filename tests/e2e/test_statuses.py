@@ -177,6 +177,17 @@ def test_inductor_allocators_are_filled_in_checked_trials_too():
                for t in tail.trials), [t.message for t in tail.trials]
 
 
+def test_what_resize_adds_is_filled_in_checked_trials_and_replays():
+    """``resize_`` growing an empty output leaves its new bytes uninitialised, like ``torch.empty``:
+    filled on both sides, the skipped element reads NaN in every trial; written whole, it is ok."""
+    assert_verdict_shape(run_eval("relu_resize_output"), Status.OK)
+    tail = run_eval("relu_resize_unwritten_tail", num_trials=2, seed=13)
+    assert_verdict_shape(tail, Status.INCORRECT)
+    assert not any(t.passed for t in tail.trials)
+    assert all("first at (7, 124): expected" in t.message and ", got nan; 1 of them NaN" in t.message
+               for t in tail.trials), [t.message for t in tail.trials]
+
+
 def test_every_trial_uses_fresh_inputs():
     """Different max errors per trial, and a candidate that replays trial 0's answer fails later trials."""
     wrong = run_eval("relu_wrong", num_trials=3)

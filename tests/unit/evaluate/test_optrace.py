@@ -240,6 +240,48 @@ def test_a_candidate_trace_poisons_the_allocations_its_log_records():
         "aten::empty_like.default", "aten::empty.memory_format", "aten::new_empty.default", "aten::zeros.default"]
 
 
+def test_a_candidate_trace_fills_what_resize_adds_and_keeps_what_was_there():
+    """``resize_`` that grows a tensor leaves the added bytes uninitialised: a checked trial fills
+    them as it fills a fresh allocation (the clean room's replay fills the same logged op)."""
+    from tritongym.evaluator.worker.launchlog import LaunchLog
+    from tritongym.evaluator.worker.optrace import OpTrace
+
+    x = torch.tensor([1.0, -2.0, 3.0, -4.0])
+    log = LaunchLog(__file__)
+    log.start([x], [])
+    with torch.no_grad(), OpTrace(log=log, poison_fresh=True):
+        out = x.clone()
+        out.resize_(6)
+        flags = torch.zeros(2, dtype=torch.bool)
+        flags.resize_(5)
+        like = torch.zeros(3, dtype=torch.int32)
+        like.resize_as_(out)
+        shrunk = x.clone()
+        shrunk.resize_(2)
+    log.finish(out)
+    assert out[:4].tolist() == [1.0, -2.0, 3.0, -4.0] and out[4:].isnan().all()
+    assert flags.tolist() == [False, False, True, True, True]
+    assert like.tolist() == [0, 0, 0, -1, -1, -1]
+    assert shrunk.tolist() == [1.0, -2.0] and shrunk.untyped_storage().nbytes() == 16  # nothing added
+
+
+def test_poison_growth_fills_only_the_bytes_past_the_old_size():
+    from tritongym.evaluator.worker.optrace import poison_growth, storage_nbytes
+
+    grown = torch.zeros(3, dtype=torch.int16)
+    grown.resize_(8)
+    grown[:3] = 7
+    poison_growth(grown, 6)
+    assert grown.tolist() == [7, 7, 7, -1, -1, -1, -1, -1]
+    kept = torch.zeros(4)
+    for before in (None, 16, 32):  # unknown, the same size, larger: nothing added
+        poison_growth(kept, before)
+    assert kept.tolist() == [0.0] * 4
+    poison_growth("not a tensor", 0)
+    assert storage_nbytes(kept) == 16 and storage_nbytes([kept]) is None
+    assert storage_nbytes(torch.zeros(2, 2).to_sparse()) is None  # no single storage
+
+
 def test_inductor_allocators_fill_only_while_checked_trials_run(monkeypatch):
     """Wrapped on a copy of torch's allocator module (the process's own stays as it is)."""
     import types

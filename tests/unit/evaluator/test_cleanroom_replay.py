@@ -536,6 +536,33 @@ def test_an_op_that_raises_diverges_with_the_op_and_the_first_300_characters_of_
              f"aten::_assert_scalar.default raised when replayed: RuntimeError: {expected}")
 
 
+def test_a_checked_replay_fills_what_resize_adds_exactly_as_the_candidates_trial_did():
+    # The log comes from a real candidate-side trace (`OpTrace` with the fill on): the replay's outputs
+    # must be the candidate's, bit for bit, the added bytes included; kept bytes keep their values.
+    from tritongym.evaluator.worker.launchlog import LaunchLog
+    from tritongym.evaluator.worker.optrace import OpTrace
+
+    x = torch.tensor([1.0, -2.0, 3.0, -4.0])
+    log = LaunchLog(__file__)
+    log.start([x], [])
+    with torch.no_grad(), OpTrace(log=log, poison_fresh=True):
+        out = x.clone()
+        out.resize_(6)
+        flags = torch.zeros(2, dtype=torch.bool)
+        flags.resize_(5)
+        like = torch.zeros(3, dtype=torch.int32)
+        like.resize_as_(out)
+    payload = log.finish([out, flags, like]).to_payload()
+    assert [e["op"] for e in payload["events"] if "resize" in e["op"]] == [
+        "aten::resize_.default", "aten::resize_.default", "aten::resize_as_.default"]
+    with torch.no_grad():
+        replayed = replay(poison_fresh=True).run(payload, [x.clone()])
+    for mine, theirs in zip(replayed, [out, flags, like], strict=True):
+        assert torch.equal(mine.view(torch.uint8) if mine.dtype != torch.bool else mine,
+                           theirs.view(torch.uint8) if theirs.dtype != torch.bool else theirs)
+    assert replayed[0][:4].tolist() == [1.0, -2.0, 3.0, -4.0] and replayed[0][4:].isnan().all()
+
+
 def test_fresh_allocations_are_filled_in_checked_replays_only_where_the_op_is_an_empty():
     x = torch.tensor([-1.0, 2.0, -3.0, 4.0])
     log = {"events": [_op_event("aten::empty_like", [ref(0)], ref(1)),

@@ -37,7 +37,15 @@ from tritongym.evaluator.cleanroom import bounds
 from tritongym.evaluator.cleanroom.kernels import KernelBuilder, KernelRefused, tl_dtype
 from tritongym.evaluator.common.channel import WIRE_DTYPES
 from tritongym.evaluator.worker import startup as common
-from tritongym.evaluator.worker.optrace import UNINITIALISED_OPS, op_moves, op_work, poison_uninitialised
+from tritongym.evaluator.worker.optrace import (
+    GROWING_OPS,
+    UNINITIALISED_OPS,
+    op_moves,
+    op_work,
+    poison_growth,
+    poison_uninitialised,
+    storage_nbytes,
+)
 
 #: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
 DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
@@ -268,13 +276,17 @@ class Replay:
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise Diverged("malformed op arguments")
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        base = event["op"].partition(".")[0]
+        before = storage_nbytes(args[0]) if self.poison_fresh and base in GROWING_OPS and args else None
         try:
             out = func(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the logged op does not run as logged
             raise Diverged(f"{event['op']} raised when replayed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         self.bind_outputs(event.get("out"), out)
-        if self.poison_fresh and event["op"].partition(".")[0] in UNINITIALISED_OPS:
+        if self.poison_fresh and base in UNINITIALISED_OPS:
             poison_uninitialised(out)
+        if before is not None:
+            poison_growth(args[0], before)
         work = op_work(func, args, kwargs, out)
         if work is not None:
             name = event["op"].rpartition(".")[0] if "." in event["op"] else event["op"]

@@ -105,6 +105,33 @@ def poison_uninitialised(out: Any) -> None:
     whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
 
 
+#: Ops that grow their first argument's storage in place, leaving the added bytes uninitialised
+#: (``torch.empty(0).resize_(n)``): the added bytes are filled like a fresh allocation.
+GROWING_OPS = frozenset({"aten::resize_", "aten::resize_as_"})
+
+
+def storage_nbytes(tensor: Any) -> int | None:
+    """The bytes of a tensor's storage (None: not a tensor, or no single storage)."""
+    if not isinstance(tensor, torch.Tensor):
+        return None
+    try:
+        return torch.Tensor.untyped_storage(tensor).nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def poison_growth(tensor: Any, before: int | None) -> None:
+    """Fill the bytes a `GROWING_OPS` op added to `tensor`'s storage (those past `before`) with
+    `POISON_BYTE`, as `poison_uninitialised` fills a fresh allocation, and for the same reason.
+    The bytes that were there keep their values. Run untraced by the caller."""
+    after = storage_nbytes(tensor)
+    if before is None or after is None or after <= before:
+        return
+    storage = torch.Tensor.untyped_storage(tensor)
+    added = torch.tensor((), dtype=torch.uint8, device=storage.device).set_(storage, before, (after - before,), (1,))
+    added.fill_(1 if tensor.dtype == torch.bool else POISON_BYTE)
+
+
 #: Inductor's allocators (`torch._C._dynamo.guards`): generated code binds them as
 #: ``empty_strided_cpu``/``empty_strided_cuda``; they make tensors below the dispatcher, so no
 #: dispatch mode sees them and the launch log ships their bytes as external content.
@@ -435,12 +462,17 @@ class OpTrace(TorchDispatchMode):
                 with self:
                     return implementation(*args, **kwargs)
         event = self.log.before_op(func, args, kwargs) if self.log is not None else None
+        grows = self.poison_fresh and event is not None and name in GROWING_OPS and bool(args)
+        before = storage_nbytes(args[0]) if grows else None
         out = func(*args, **kwargs)
         if event is not None:
             self.log.after_op(event, out)
             if self.poison_fresh and name in UNINITIALISED_OPS:
                 with _disable_current_modes(), torch._C.DisableTorchFunction():
                     poison_uninitialised(out)
+            if grows:
+                with _disable_current_modes(), torch._C.DisableTorchFunction():
+                    poison_growth(args[0], before)
         if self.flow is not None:
             self.flow.after_op(args, kwargs, out, name)
         if self.attribution is not None and self.attribution.who() != "candidate":
