@@ -273,6 +273,11 @@ def test_poison_growth_fills_only_the_bytes_past_the_old_size():
     grown[:3] = 7
     poison_growth(grown, 6)
     assert grown.tolist() == [7, 7, 7, -1, -1, -1, -1, -1]
+    assert grown.untyped_storage().nbytes() == 16  # filled in place, never grown further
+    flags = torch.zeros(2, dtype=torch.bool)
+    flags.resize_(4)
+    poison_growth(flags, 2)
+    assert flags.view(torch.uint8).tolist() == [0, 0, 1, 1]  # True is byte 1: other bytes are no valid bool
     kept = torch.zeros(4)
     for before in (None, 16, 32):  # unknown, the same size, larger: nothing added
         poison_growth(kept, before)
