@@ -95,14 +95,8 @@ def poison_uninitialised(out: Any) -> None:
         for item in out:
             poison_uninitialised(item)
         return
-    if not isinstance(out, torch.Tensor):
-        return
-    try:
-        storage = torch.Tensor.untyped_storage(out)
-    except (RuntimeError, NotImplementedError):
-        return  # sparse layouts, storage-less subclasses: no one storage (the clean room refuses them)
-    whole = torch.tensor((), dtype=torch.uint8, device=storage.device).set_(storage)
-    whole.fill_(1 if out.dtype == torch.bool else POISON_BYTE)
+    # Every byte of a fresh allocation is one the allocator added: the fill from byte 0 on.
+    poison_growth(out, 0)
 
 
 #: Ops that grow their first argument's storage in place, leaving the added bytes uninitialised
@@ -111,7 +105,8 @@ GROWING_OPS = frozenset({"aten::resize_", "aten::resize_as_"})
 
 
 def storage_nbytes(tensor: Any) -> int | None:
-    """The bytes of a tensor's storage (None: not a tensor, or no single storage)."""
+    """The bytes of a tensor's storage (None: not a tensor, or no single storage: sparse layouts,
+    storage-less subclasses, which the clean room refuses)."""
     if not isinstance(tensor, torch.Tensor):
         return None
     try:
