@@ -33,6 +33,9 @@ BY_CONSTRUCTION = {
                             "not read from the candidate's trace"),
     "F2-erase-live-log": ("evidence_mismatch", "an op erased from the log is not re-executed: the replay's "
                           "outputs are wrong"),
+    "F2-erase-one-family": ("evidence_mismatch", "every input family has a trial replayed: the family the kernel "
+                            "is wrong on is re-executed from its (honest-looking) log, whose output is the "
+                            "kernel's wrong one"),
     "F3-numpy-raw-write": ("evidence_mismatch", "raw-memory writes are in no log: the replay computes only "
                            "what the logged kernels do"),
     "F4-thread-joined": ("evidence_mismatch", "a thread's ops are in no log (modes are thread-local)"),

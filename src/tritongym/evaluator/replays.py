@@ -7,8 +7,8 @@ verdict's integrity evidence comes from a process where no candidate code ever r
 1. every trial the candidate answers comes with a **launch log** (`launchlog`): its Triton
    launches and ATen ops, with buffers as references;
 2. after the candidate has answered *all* trials (and passed every candidate-side filter), the
-   parent picks trials to replay in secret (`choose_replays`): at least two, a task trial and a
-   perturbed family when there are both, plus one per autotune config the trials ran;
+   parent picks trials to replay in secret (`choose_replays`): one of every input family (a task
+   trial and each perturbed family), at least two, plus one per autotune config the trials ran;
 3. the clean-room worker (`evaluator/cleanroom/worker.py`) re-executes each chosen log on the parent's own
    copy of the inputs, with kernels rebuilt from the hashed source;
 4. the parent compares the **clean room's** outputs with the reference, measures the PyTorch
@@ -71,19 +71,23 @@ def choose_replays(records: list[TrialRecord], rng: secrets.SystemRandom | None 
                    minimum: int = MIN_REPLAYS) -> list[int]:
     """Positions in `records` to replay, chosen after every trial was answered.
 
-    At least `minimum` (all when there are fewer), one from the task distribution and one from a
-    perturbed family when both exist, then one trial per (autotuned kernel, config) that ran,
-    preferring perturbed families: no config a trial ran goes unreplayed.
+    One trial of every input family that ran (the task distribution and each perturbed family),
+    at least `minimum` in all (all when there are fewer), then one trial per (autotuned kernel,
+    config) that ran, preferring perturbed families: no family and no config a trial ran goes
+    unreplayed. Within the task distribution one trial of several is replayed: a candidate wrong
+    on some task inputs that hides PyTorch answers in those trials escapes when none of them is
+    drawn (docs/integrity.md, "What remains").
     """
     rng = rng or secrets.SystemRandom()
     if not records:
         return []
     chosen: list[int] = []
-    task = [i for i, r in enumerate(records) if r.family == "get_inputs"]
-    perturbed = [i for i, r in enumerate(records) if r.family != "get_inputs"]
-    for pool in (task, perturbed):
-        if pool:
-            chosen.append(rng.choice(pool))
+    # One trial of every input family, not one of the perturbed ones: a kernel that is wrong on one
+    # family can be honest everywhere else and hide a PyTorch answer in that family's trial, with a
+    # forged log (the live trace is the candidate's to edit); with one perturbed family of three
+    # replayed, it got `ok` in 2 of 3 evaluations (`harness_clean_erase_one_family.py`).
+    for family in sorted({r.family for r in records}):
+        chosen.append(rng.choice([i for i, r in enumerate(records) if r.family == family]))
     rest = [i for i in range(len(records)) if i not in chosen]
     rng.shuffle(rest)
     while len(chosen) < min(minimum, len(records)) and rest:

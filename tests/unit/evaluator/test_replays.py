@@ -1,8 +1,8 @@
 """The clean room's choice and measure, `evaluator/replays.py`, by value.
 
 `log_error` (why a trial's log cannot be replayed: its text becomes the violation), `choose_replays`
-(which trials the clean room re-executes: the floor of two, one task trial and one perturbed
-family, every autotune config, the perturbed family preferred, nothing more than that) and
+(which trials the clean room re-executes: one trial of every input family, the floor of two,
+every autotune config, the perturbed families preferred, nothing more than that) and
 `host_origin` (how many values a log carries from the host that differ between trials: what is
 charged against the host-data budget, and which external buffers the poisoned replay checks).
 
@@ -17,6 +17,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tritongym.evaluator import replays
 
@@ -85,12 +87,23 @@ def test_a_larger_floor_is_met_with_distinct_trials_and_caps_at_all_of_them():
     assert replays.choose_replays(records[:1]) == [0]
 
 
-def test_one_task_trial_and_one_perturbed_trial_and_nothing_else():
+def test_one_trial_of_every_family_and_nothing_else():
     records = [_record(0), _record(1), _record(2, "negated"), _record(3, "scaled")]
     outcomes = _choices(records)
-    assert all(len(c) == 2 for c in outcomes)
-    assert all(records[c[0]].family == "get_inputs" and records[c[1]].family != "get_inputs" for c in outcomes)
-    assert {c[0] for c in outcomes} == {0, 1} and {c[1] for c in outcomes} == {2, 3}
+    # Both perturbed families every time (a kernel wrong on one family alone must not escape when
+    # the other is drawn), one task trial of the two, and which one is not predictable.
+    assert outcomes == {(0, 2, 3), (1, 2, 3)}
+
+
+def test_a_family_the_candidate_cheats_in_is_replayed_whatever_the_draw():
+    # The default trials: 5 task trials and one trial per perturbed family. A candidate honest
+    # everywhere but in one family's trial is replayed there in every evaluation.
+    families = ["get_inputs"] * 5 + ["negated", "scaled", "offset"]
+    records = [_record(i, family) for i, family in enumerate(families)]
+    outcomes = _choices(records, seeds=range(200))
+    assert all(len(c) == 4 and {5, 6, 7} <= set(c) for c in outcomes)
+    assert {c[0] for c in outcomes} == {0, 1, 2, 3, 4}
+    assert len(replays.choose_replays(records)) == 4  # the default random source, the same rule
 
 
 def test_an_uncovered_config_is_replayed_on_a_perturbed_trial_when_one_ran_it():
@@ -110,14 +123,13 @@ def test_a_config_only_a_task_trial_ran_is_replayed_on_it():
 
 
 def test_a_config_already_covered_by_an_added_trial_adds_no_other_and_the_rest_are_still_covered():
-    # Trial 2 ran configs a and b, trial 3 b only, trial 4 c only. When the perturbed pick is
-    # trial 1, covering a adds trial 2, which covers b too: trial 3 is not replayed on top, and c,
-    # after b in order, is still covered (by trial 4).
+    # Trial 2 ran configs a and b, trial 3 b only, trial 4 c only. When the family picks are
+    # trials 1 and 4, covering a adds trial 2, which covers b too: trial 3 is not replayed on top.
     a, b, c = ("k", 0), ("k", 1), ("k", 2)
     records = [_record(0), _record(1, "scaled"), _record(2, "scaled", configs=[a, b]),
                _record(3, "negated", configs=[b]), _record(4, "negated", configs=[c])]
     outcomes = _choices(records)
-    assert outcomes == {(0, 1, 2, 4), (0, 2, 4), (0, 2, 3, 4)}
+    assert outcomes == {(0, 1, 2, 4), (0, 2, 4), (0, 2, 3, 4), (0, 1, 2, 3, 4)}
 
 
 def test_configs_covered_by_earlier_added_trials_stay_covered():
@@ -125,7 +137,7 @@ def test_configs_covered_by_earlier_added_trials_stay_covered():
     # (by trial 2): trial 4, its other holder, is not replayed on top.
     a, b, c = ("k", 0), ("k", 1), ("k", 2)
     records = [_record(0), _record(1, "scaled"), _record(2, "scaled", configs=[a, c]),
-               _record(3, "scaled", configs=[b]), _record(4, "negated", configs=[c])]
+               _record(3, "scaled", configs=[b]), _record(4, "scaled", configs=[c])]
     assert _choices(records) == {(0, 1, 2, 3), (0, 2, 3), (0, 2, 3, 4)}
 
 
@@ -137,6 +149,19 @@ def test_every_config_of_many_kernels_is_replayed():
         assert {c for i in chosen for c in records[i].configs} == wanted
         assert list(chosen) == sorted(set(chosen))
 
+
+
+@given(st.lists(st.tuples(st.sampled_from(["get_inputs", "negated", "scaled", "offset"]),
+                          st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 3)), max_size=3)),
+                min_size=1, max_size=12),
+       st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_every_family_and_every_config_is_replayed_at_the_floor_at_least(trials, seed, minimum):
+    records = [_record(i, family, configs) for i, (family, configs) in enumerate(trials)]
+    chosen = replays.choose_replays(records, random.Random(seed), minimum=minimum)
+    assert chosen == sorted(set(chosen)) and set(chosen) <= set(range(len(records)))
+    assert {records[i].family for i in chosen} == {r.family for r in records}
+    assert {c for i in chosen for c in records[i].configs} == {c for r in records for c in r.configs}
+    assert len(chosen) >= min(minimum, len(records))
 
 # -- host_origin ----------------------------------------------------------------------------
 
