@@ -36,6 +36,13 @@ BY_CONSTRUCTION = {
     "F2-erase-one-family": ("evidence_mismatch", "every input family has a trial replayed: the family the kernel "
                             "is wrong on is re-executed from its (honest-looking) log, whose output is the "
                             "kernel's wrong one"),
+    "F2-forged-accuracy-constant": ("precision_downgrade", "every check of a trial's outputs beyond the tolerance "
+                                    "(float32-accurate, better than a trivial output) is applied to the clean room's "
+                                    "outputs: the candidate's own are a filter it can answer with torch (the constant "
+                                    "is 1e-3 off the float64 mean on every draw; trivial_output too when the replayed "
+                                    "trial has an earlier one to average)"),
+    "F2-forged-accuracy-fp16": ("precision_downgrade", "as above: the float64 comparison is made on what the "
+                                "logged kernel computes, not on what the candidate sent"),
     "F3-numpy-raw-write": ("evidence_mismatch", "raw-memory writes are in no log: the replay computes only "
                            "what the logged kernels do"),
     "F4-thread-joined": ("evidence_mismatch", "a thread's ops are in no log (modes are thread-local)"),

@@ -37,7 +37,7 @@ from tritongym.errors import EvaluatorError, OptionsError, SolutionError, Triton
 from tritongym.evaluator import checks, measurement, replays, trivial
 from tritongym.evaluator.common.channel import MAX_EXTERNAL_BYTES, Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.common.families import FAMILY_TASK
-from tritongym.evaluator.compare import compare_outputs, shared_float64
+from tritongym.evaluator.compare import Comparison, compare_outputs, shared_float64
 from tritongym.evaluator.interpreter_gaps import interpreter_gaps
 from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
@@ -116,6 +116,16 @@ def resolve_device(device: str) -> str:
 #: Most trials added so that every autotune config runs on a perturbed input family (and again,
 #: so that every trial has a peer that ran the same configs).
 MAX_AUTOTUNE_EXTRA_TRIALS = 16
+
+
+
+@dataclass
+class OutputReview:
+    """What the checks of one trial's outputs found (`_Evaluation.review_outputs`)."""
+
+    comparison: Comparison
+    violations: list[Violation] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
 
 
 @dataclass
@@ -433,8 +443,15 @@ class _Evaluation:
                                      "launches and PyTorch ops alone"))
 
     def _judge_replay(self, record: replays.TrialRecord, payload: dict[str, Any]) -> bool:
-        """The clean room's outputs against the reference, and the PyTorch work it executed."""
-        comparison = compare_outputs(record.expected, payload.get("outputs"), self.options.tolerance_for)
+        """The clean room's outputs under every check the candidate's outputs got, and the PyTorch
+        work it executed. The candidate's outputs are only a filter: it can compute them with
+        torch and hide that from its log, so being better than a trivial output or float32-accurate
+        must hold for what the logged work gives (`harness_clean_forged_accuracy_*.py`)."""
+        trial = ReferenceTrial(family=record.family, inputs=record.inputs, expected=record.expected,
+                               compute_ops=[], finite=True, truth=record.truth)
+        with shared_float64():
+            review = self.review_outputs(trial, payload.get("outputs"), record.previous_mean)
+        comparison = review.comparison
         if not comparison.passed:
             self.add_violation(Violation(
                 ViolationCode.EVIDENCE_MISMATCH,
@@ -443,6 +460,13 @@ class _Evaluation:
                 "although the candidate's own outputs did: they came from work the log does not show (a thread, "
                 "a callable Triton runs, raw memory, an output object computing late)"))
             return False
+        if review.violations:
+            for violation in review.violations:
+                self.add_violation(replace(violation, message=f"trial {record.index}, measured on the clean room's "
+                                                                f"re-execution of the launch log: {violation.message}"))
+            if any(v.code not in self.options.disabled_checks for v in review.violations):
+                return False
+        self.apply_review(replace(review, violations=[]))
         work = payload.get("work")
         ops = payload.get("compute_ops")
         moved = payload.get("moved")
@@ -483,12 +507,14 @@ class _Evaluation:
                              "called", f"{phase} (forward)")
         if reply.get("nonce") != nonce:
             raise ProtocolError("the reply answers another request (nonce mismatch)")
-        self.record_call(index, trial, reply)
+        previous = self.baselines.previous_mean(family, [e.shape for e in trivial.float_leaves(trial.expected)])
+        self.record_call(index, trial, reply, previous)
         ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
         self.records.append(replays.TrialRecord(
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
             compute_work=tuple(trial.compute_work), moved_elements=trial.moved_elements, log=reply.get("log"),
-            configs=[(kernel, position) for kernel, _config, position, _count in ran]))
+            configs=[(kernel, position) for kernel, _config, position, _count in ran],
+            truth=trial.truth, previous_mean=previous))
 
     def config_combos(self) -> list[tuple[tuple[str, int], ...]]:
         """Each trial's autotune configs as one comparable combination (empty: no autotuning)."""
@@ -525,16 +551,57 @@ class _Evaluation:
             self.add_violation(Violation(ViolationCode.HARNESS_TAMPERING,
                                          f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
-    def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
+    def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any],
+                    previous: list[torch.Tensor] | None = None) -> None:
         # One float64 copy per tensor for all the checks of this trial's outputs (`shared_float64`).
         with shared_float64():
-            self._record_call(index, trial, reply)
+            self._record_call(index, trial, reply, previous)
 
-    def _record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any]) -> None:
-        evidence = checks.CallEvidence.parse(reply.get("evidence"))
-        outputs = reply.get("outputs")
+    def review_outputs(self, trial: ReferenceTrial, outputs: Any,
+                       previous: list[torch.Tensor] | None) -> OutputReview:
+        """Every check of one trial's outputs against the parent's own data, deciding nothing yet.
+
+        Applied to the candidate's outputs (a filter: the candidate can send any) and to the clean
+        room's replay of the same trial (which decides): within tolerance, a perturbed family's
+        review, better than every trivial output (`previous`: the mean of the earlier trials'
+        expected outputs of this family), and float32-accurate against the float64 evaluation.
+        """
         comparison = compare_outputs(trial.expected, outputs, self.options.tolerance_for)
         comparison = trivial.review_family_trial(comparison, trial, outputs, self.options)
+        review = OutputReview(comparison)
+        if not comparison.passed:
+            return review
+        violation = trivial.check_beats_trivial(trial.expected, outputs, trial.inputs, previous,
+                                                self.options.trivial_margin)
+        if violation is not None:
+            review.violations.append(violation)
+        if self.options.precision_policy == "off":
+            return review
+        if trial.truth is None:
+            review.notices.append(Notice(NoticeCode.PRECISION_UNCHECKED,
+                                         "the reference could not be evaluated in float64; precision not checked"))
+            return review
+        violation = trivial.check_precision(trial.expected, outputs, trial.truth, self.options.precision_factor,
+                                            self.options.precision_floor, self.solution_source)
+        if violation is not None and self.options.precision_policy == "reject":
+            review.violations.append(violation)
+        elif violation is not None:
+            review.notices.append(Notice(NoticeCode.CHECK_DISABLED, f"[{violation.code}] {violation.message}"))
+        return review
+
+    def apply_review(self, review: OutputReview) -> None:
+        for violation in review.violations:
+            self.add_violation(violation)
+        for notice in review.notices:
+            if notice not in self.notices:
+                self.notices.append(notice)
+
+    def _record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any],
+                     previous: list[torch.Tensor] | None) -> None:
+        evidence = checks.CallEvidence.parse(reply.get("evidence"))
+        outputs = reply.get("outputs")
+        review = self.review_outputs(trial, outputs, previous)
+        comparison = review.comparison
         message = comparison.message
         for kernel, _config, position, count in evidence.autotune:
             self.autotune_checked.setdefault(kernel, (set(), count))[0].add(position)
@@ -548,28 +615,7 @@ class _Evaluation:
             mismatch_fraction=comparison.mismatch_fraction, message=message,
         ))
         expected_leaves = trivial.float_leaves(trial.expected)
-        if comparison.passed:
-            previous = self.baselines.previous_mean(trial.family, [e.shape for e in expected_leaves])
-            violation = trivial.check_beats_trivial(trial.expected, outputs, trial.inputs, previous,
-                                                    self.options.trivial_margin)
-            if violation is not None:
-                self.add_violation(violation)
-            if self.options.precision_policy != "off":
-                if trial.truth is None:
-                    notice = Notice(NoticeCode.PRECISION_UNCHECKED,
-                                    "the reference could not be evaluated in float64; precision not checked")
-                    if notice not in self.notices:
-                        self.notices.append(notice)
-                else:
-                    violation = trivial.check_precision(trial.expected, outputs, trial.truth,
-                                                        self.options.precision_factor, self.options.precision_floor,
-                                                        self.solution_source)
-                    if violation is not None and self.options.precision_policy == "reject":
-                        self.add_violation(violation)
-                    elif violation is not None:
-                        notice = Notice(NoticeCode.CHECK_DISABLED, f"[{violation.code}] {violation.message}")
-                        if notice not in self.notices:
-                            self.notices.append(notice)
+        self.apply_review(review)
         self.baselines.add(trial.family, expected_leaves)
         for op in evidence.compute_ops:
             self.candidate_ops.setdefault(op, None)

@@ -53,6 +53,10 @@ class TrialRecord:
     configs: list[tuple[str, int]] = field(default_factory=list)  # (autotuned kernel, config position)
     #: external buffers whose bytes must be shown not to matter (replayed poisoned)
     poison: list[int] = field(default_factory=list)
+    #: the float64 evaluation, and the mean of the earlier trials' expected outputs of this family:
+    #: the replay's outputs get every check the candidate's got (`parent.review_outputs`)
+    truth: Any = None
+    previous_mean: list[torch.Tensor] | None = None
 
 
 def log_error(log: Any) -> str | None:
