@@ -82,6 +82,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "cleanroom_worker": (f"{EVALUATOR}/cleanroom/worker.py", ["tests/unit/evaluator/test_cleanroom.py",
                                                               "tests/unit/evaluator/test_cleanroom_worker.py",
                                                               "tests/unit/evaluator/test_cleanroom_replay.py"]),
+    # The parent's judgement of the clean room (run_clean_room and what it calls: the review of the replay's
+    # outputs, the room's errors, the poisoned replay) against a scripted room over a real channel. The rest of
+    # parent.py is reached only by end-to-end evaluations; run it on chosen mutants (--mutants), e.g.
+    # '*run_clean_room*' '*_judge_replay*' '*review_outputs*' '*apply_review*' '*_room_error*' '*_dead_content*'
+    # '*_expect_room*'.
+    "parent_cleanroom": (f"{EVALUATOR}/parent.py", ["tests/unit/evaluator/test_replay_judging.py"]),
     "advantages": (f"{RL}/advantages.py", ["tests/unit/rl"]),
     "trm": (f"{RL}/trm.py", ["tests/unit/rl"]),
     "correction": (f"{RL}/correction.py", ["tests/unit/rl"]),

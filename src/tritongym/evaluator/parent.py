@@ -420,8 +420,10 @@ class _Evaluation:
     def _expect_room(self, message: Message, kind: str) -> dict[str, Any]:
         if message.kind == "error" and isinstance(message.payload, dict):
             raise EvaluatorError(f"the clean room failed: {str(message.payload.get('message'))[:500]}")
-        if message.kind != kind or not isinstance(message.payload, dict):
+        if message.kind != kind:
             raise ProtocolError(f"expected a {kind!r} reply from the clean room, got {message.kind!r}")
+        if not isinstance(message.payload, dict):
+            raise ProtocolError(f"a malformed {kind!r} reply from the clean room (not a mapping)")
         return message.payload
 
     def _room_error(self, record: replays.TrialRecord, payload: Any) -> None:

@@ -10,6 +10,9 @@ honest twin: the same record replayed to the reference's own outputs passes.
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -17,9 +20,11 @@ import torch
 
 import tritongym
 from tritongym.evaluator import replays
+from tritongym.evaluator.common.channel import Channel, ChannelClosed
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import _Evaluation
-from tritongym.evaluator.result import NoticeCode, ViolationCode
+from tritongym.evaluator.result import NoticeCode, Status, ViolationCode
+from tritongym.evaluator.session import Budget, CandidateFailed, WorkerHandle
 
 PROBLEM = tritongym.builtin_suite()[0]
 
@@ -130,3 +135,230 @@ def test_a_replay_outside_the_tolerance_is_an_evidence_mismatch(outputs):
     run = evaluation()
     assert run._judge_replay(record, replayed(outputs(record.expected.clone()))) is False
     assert list(run.violations) == [ViolationCode.EVIDENCE_MISMATCH]
+
+
+# -- run_clean_room: the whole exchange with a scripted room over a real channel -------------------
+
+
+class RoomProcess:
+    """The room's process as the parent sees it: how it ended, and whether it was released."""
+
+    def __init__(self) -> None:
+        self.released = False
+
+    def wait_exit(self, grace: float) -> str:
+        return "exited with code 1"
+
+    def release(self) -> None:
+        self.released = True
+
+
+class ScriptedRoom:
+    """A clean room on one end of a real socket pair: `ready`, then `answer(kind, payload)` per
+    request until `exit` (None: close the channel, as a crashed room does)."""
+
+    def __init__(self, answer, first: tuple[str, Any] = ("ready", {})) -> None:
+        parent_end, room_end = socket.socketpair()
+        self.requests: list[tuple[str, Any]] = []
+        self.started = 0
+        self.process = RoomProcess()
+        self.handle = WorkerHandle(process=self.process, channel=Channel(parent_end), budget=Budget(20.0))
+        self._room = Channel(room_end)
+        self._answer, self._first = answer, first
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def start(self) -> WorkerHandle:
+        self.started += 1
+        self._thread.start()
+        return self.handle
+
+    def _serve(self) -> None:
+        try:
+            self._room.send(*self._first)
+            while True:
+                message = self._room.recv(timeout=20)
+                self.requests.append((message.kind, message.payload))
+                if message.kind == "exit":
+                    return
+                reply = self._answer(message.kind, message.payload)
+                if reply is None:
+                    return
+                self._room.send(*reply)
+        except (ChannelClosed, OSError):
+            return
+        finally:
+            self._room.close()
+
+    def kinds(self) -> list[str]:
+        self._thread.join(20)
+        return [kind for kind, _ in self.requests]
+
+    def close(self) -> None:
+        """Both ends, whether or not the parent ever started this room."""
+        if self._thread.is_alive():
+            self._thread.join(20)
+        self.handle.channel.close()
+        self._room.close()
+
+
+@pytest.fixture
+def room_for():
+    """`room_for(answer, first=...)`: a `ScriptedRoom`, closed after the test."""
+    made: list[ScriptedRoom] = []
+
+    def make(answer, first: tuple[str, Any] = ("ready", {})) -> ScriptedRoom:
+        made.append(ScriptedRoom(answer, first))
+        return made[-1]
+
+    yield make
+    for room in made:
+        room.close()
+
+
+def honest_room(kind: str, payload: Any) -> tuple[str, Any]:
+    if kind == "state":
+        return "state_set", {}
+    return "replayed", replayed(payload["inputs"][0] * 2)
+
+
+def doubling_records(run: _Evaluation, families=("get_inputs", "get_inputs", "negated", "scaled", "offset"),
+                     logs=None) -> None:
+    """Trials of y = 2x whose logs are valid; `logs` (one per trial) replaces them."""
+    for index, family in enumerate(families):
+        x = torch.randn(256, generator=torch.Generator().manual_seed(index))
+        log = logs[index] if logs is not None else {"events": [], "buffers": []}
+        run.records.append(replays.TrialRecord(index=index, family=family, inputs=[x], expected=x * 2,
+                                               compute_work=(256, 256), log=log, truth=x.double() * 2))
+
+
+def test_an_honest_exchange_replays_every_family_after_the_state_and_says_exit(room_for):
+    run = evaluation()
+    doubling_records(run)
+    run.state = [torch.ones(3)]
+    room = room_for(honest_room)
+    run.run_clean_room(room.start)
+    kinds = room.kinds()
+    assert run.violations == {}
+    assert kinds[0] == "state" and kinds[-1] == "exit"
+    assert torch.equal(room.requests[0][1]["tensors"][0], torch.ones(3))
+    replayed_records = [next(r for r in run.records if torch.equal(r.inputs[0], payload["inputs"][0]))
+                        for kind, payload in room.requests if kind == "replay"]
+    assert sorted(r.family for r in replayed_records) == ["get_inputs", "negated", "offset", "scaled"]
+    assert [r.index for r in replayed_records] == sorted(r.index for r in replayed_records)
+    assert room.process.released
+
+
+def test_a_replay_that_changes_the_answer_is_an_evidence_mismatch_and_stops_the_exchange(room_for):
+    def wrong(kind, payload):
+        return ("state_set", {}) if kind == "state" else ("replayed", replayed(payload["inputs"][0] * 3))
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(wrong)
+    run.run_clean_room(room.start)
+    assert list(run.violations) == [ViolationCode.EVIDENCE_MISMATCH]
+    assert room.kinds() == ["state", "replay", "exit"]  # the first failure decides; nothing more is replayed
+
+
+def test_an_unreplayable_log_decides_before_any_room_starts(room_for):
+    run = evaluation()
+    doubling_records(run, logs=[{"events": [], "buffers": []}] * 4 + [{"error": "a tuple subclass as output"}])
+    room = room_for(honest_room)
+    run.run_clean_room(room.start)
+    assert "a tuple subclass as output" in run.violations[ViolationCode.UNREPLAYABLE].message
+    assert "trial 4" in run.violations[ViolationCode.UNREPLAYABLE].message
+    assert room.started == 0
+
+
+def _scalars_log(index: int, count: int) -> dict[str, Any]:
+    return {"events": [{"launch": "k:1", "grid": [1], "args": [float(index * 1000 + i) for i in range(count)],
+                        "kwargs": {}}], "buffers": []}
+
+
+@pytest.mark.parametrize("count, charged", [(64, False), (65, True)])
+def test_host_data_over_the_budget_decides_before_any_room_starts(room_for, count, charged):
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, count) for i in range(5)])
+    room = room_for(honest_room)
+    run.run_clean_room(room.start)
+    assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
+    assert room.started == (0 if charged else 1)
+
+
+def _blob_log(index: int) -> dict[str, Any]:
+    return {"events": [], "buffers": [], "blobs": [torch.full((400,), float(index))]}
+
+
+@pytest.mark.parametrize("poisoned_changes, charged", [(False, False), (True, True)])
+def test_external_bytes_over_the_budget_are_charged_only_if_a_poisoned_replay_changes_the_outputs(
+        room_for, poisoned_changes, charged):
+    def room_answer(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        factor = 5 if payload.get("poison") and poisoned_changes else 2
+        return "replayed", replayed(payload["inputs"][0] * factor)
+
+    run = evaluation()
+    doubling_records(run, logs=[_blob_log(i) for i in range(5)])
+    room = room_for(room_answer)
+    run.run_clean_room(room.start)
+    assert all(record.poison == [0] for record in run.records)  # 100 elements each, all external
+    poisoned = [p for k, p in room.requests if k == "replay" and p.get("poison")]
+    assert poisoned and all(p["poison"] == [0] for p in poisoned)
+    assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
+    if not charged:  # every trial carries such bytes, so every trial is replayed, twice
+        assert room.kinds().count("replay") == 10
+
+
+@pytest.mark.parametrize("error, outcome", [
+    ({"kind": "unsupported", "message": "tl.foo is not supported"}, Status.UNSUPPORTED),
+    ({"kind": "out_of_bounds", "message": "kernel `k` loaded 1 element out of bounds"}, Status.RUNTIME_ERROR),
+    ({"kind": "refused", "message": "`eval` is not Triton"}, ViolationCode.PYTHON_IN_KERNEL),
+    ({"kind": "diverged", "message": "an op wrote elsewhere"}, ViolationCode.EVIDENCE_MISMATCH),
+    ("not a dict", ViolationCode.EVIDENCE_MISMATCH),
+])
+def test_the_rooms_errors_are_believed_only_for_what_it_measured_itself(room_for, error, outcome):
+    def failing(kind, payload):
+        return ("state_set", {}) if kind == "state" else ("error", error)
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(failing)
+    if isinstance(outcome, Status):
+        with pytest.raises(CandidateFailed) as failed:
+            run.run_clean_room(room.start)
+        assert failed.value.status == outcome and "(clean room)" in failed.value.message
+        if outcome == Status.UNSUPPORTED:
+            assert any(n.code == NoticeCode.INTERPRETER_LIMIT for n in run.notices)
+    else:
+        run.run_clean_room(room.start)
+        assert list(run.violations) == [outcome]
+        assert room.kinds() == ["state", "replay", "exit"]
+    assert room.process.released
+
+
+@pytest.mark.parametrize("first, answer, status, words", [
+    (("hello", {}), honest_room, Status.CRASHED, "expected a 'ready' reply"),
+    (("ready", {}), lambda kind, payload: None, Status.CRASHED, "stopped while re-executing"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", "outputs"),
+     Status.CRASHED, "a malformed 'replayed' reply"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", {
+        **replayed(payload["inputs"][0] * 2), "work": [-1, 0]}), Status.CRASHED, "malformed replay report"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", {
+        **replayed(payload["inputs"][0] * 2), "compute_ops": [1]}), Status.CRASHED, "malformed replay report"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", {
+        **replayed(payload["inputs"][0] * 2), "moved": [0]}), Status.CRASHED, "malformed replay report"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else time.sleep(3) or None,
+     Status.TIMEOUT, "exceeded the 1 s budget (trial "),
+])
+def test_a_room_that_breaks_the_protocol_crashes_or_times_out_and_is_released(room_for, first, answer, status,
+                                                                                 words):
+    run = evaluation(timeout=1.0)
+    doubling_records(run)
+    room = room_for(answer, first=first)
+    room.handle.budget = Budget(1.0)
+    with pytest.raises(CandidateFailed) as failed:
+        run.run_clean_room(room.start)
+    assert failed.value.status == status
+    assert words in failed.value.message
+    assert room.process.released
