@@ -72,6 +72,23 @@ def test_a_replay_no_better_than_a_trivial_output_is_refused_though_within_toler
     assert "mean of previous trials" in violation.message  # the record's baseline, kept from the trial
 
 
+def test_a_replay_that_returns_an_input_is_trivial():
+    record = vector_trial()
+    record.expected = record.inputs[0] + 1e-4 * record.expected  # a task close to the identity
+    record.truth = record.expected.double()
+    run = evaluation(precision_policy="off")
+    assert run._judge_replay(record, replayed(record.inputs[0].clone())) is False
+    assert "trivial output" in run.violations[ViolationCode.TRIVIAL_OUTPUT].message
+
+
+def test_the_precision_hint_names_what_the_solution_text_uses():
+    record = vector_trial()
+    run = evaluation()
+    run.solution_source = "acc = tl.dot(a.to(tl.float16), b)"
+    assert run._judge_replay(record, replayed(record.expected * (1 + 1e-4))) is False
+    assert "float16" in run.violations[ViolationCode.PRECISION_DOWNGRADE].message
+
+
 def test_without_the_kept_baseline_the_constant_is_not_caught_by_it():
     # The baseline is what makes the constant trivial on a scalar: the record must carry it.
     record = mean_trial()
@@ -107,8 +124,10 @@ def test_a_disabled_check_is_a_notice_and_the_replay_passes():
     run = evaluation(disabled_checks=["trivial_output", "precision_downgrade"])
     assert run._judge_replay(record, replayed(torch.tensor(0.5))) is True
     assert run.violations == {}
-    assert {n.code for n in run.notices} == {NoticeCode.CHECK_DISABLED}
-    assert any("trivial_output" in n.message for n in run.notices)
+    # one notice per disabled finding, each saying it was measured on the replay: nothing twice
+    assert [n.code for n in run.notices] == [NoticeCode.CHECK_DISABLED] * 2
+    assert all("re-execution of the launch log" in n.message for n in run.notices)
+    assert "[trivial_output]" in run.notices[0].message and "[precision_downgrade]" in run.notices[1].message
 
 
 def test_a_truth_less_trial_says_precision_was_not_checked_once():
@@ -127,6 +146,46 @@ def test_a_perturbed_family_replayed_to_zeros_fails_the_family_review():
     assert run._judge_replay(record, replayed(torch.zeros(512))) is False
     message = run.violations[ViolationCode.EVIDENCE_MISMATCH].message
     assert "trivial output" in message and "trial 3" in message
+
+
+@pytest.mark.parametrize("work, moved, ops, reference_moved, reference_ops, words", [
+    ([512, 0], [0, 0], ["aten::mul"], (0, 0), [], "read 512 elements, as many as the reference"),
+    ([0, 600], [0, 0], ["aten::mm"], (0, 0), [], "600 of the reference's 1e+03 matmul/convolution FLOPs"),
+    ([0, 0], [0, 512], ["aten::_to_copy"], (0, 512), [], "the reference only moves data"),
+    ([1, 0], [0, 0], ["aten::sigmoid", "aten::mul"], (0, 0), ["aten::sigmoid"],
+     "include every compute op of the reference (aten::sigmoid, aten::mul)"),
+])
+def test_pytorch_work_the_room_executed_is_a_fallback(work, moved, ops, reference_moved, reference_ops, words):
+    record = vector_trial()
+    record.compute_work = (512, 1000) if work[1] else (512, 0)
+    if reference_moved != (0, 0):
+        record.compute_work = (0, 0)
+    record.moved_elements = reference_moved
+    run = evaluation()
+    run.reference_ops = reference_ops
+    payload = {**replayed(record.expected.clone()), "work": work, "moved": moved, "compute_ops": ops}
+    assert run._judge_replay(record, payload) is False
+    message = run.violations[ViolationCode.PYTORCH_FALLBACK].message
+    assert message.startswith("trial 3, measured in the clean room: ") and words in message
+    assert message.endswith("write the computation as Triton kernels")
+
+
+def test_glue_below_the_reference_work_is_not_a_fallback():
+    record = vector_trial()
+    run = evaluation()
+    run.reference_ops = ["aten::sigmoid"]
+    payload = {**replayed(record.expected.clone()), "work": [511, 0], "moved": [0, 0], "compute_ops": ["aten::mul"]}
+    assert run._judge_replay(record, payload) is True and run.violations == {}
+
+
+@pytest.mark.parametrize("field, value", [("work", [-1, 0]), ("work", ["1", 0]), ("moved", [-1, 0]),
+                                          ("moved", [0, 1.0]), ("compute_ops", "aten::mul"), ("work", None)])
+def test_a_malformed_work_report_is_a_protocol_error(field, value):
+    from tritongym.evaluator.common.channel import ProtocolError
+
+    record = vector_trial()
+    with pytest.raises(ProtocolError, match="malformed replay report"):
+        evaluation()._judge_replay(record, {**replayed(record.expected.clone()), field: value})
 
 
 @pytest.mark.parametrize("outputs", [lambda e: e + 1.0, lambda e: e[:10], lambda e: [e, e]])
@@ -226,7 +285,7 @@ def doubling_records(run: _Evaluation, families=("get_inputs", "get_inputs", "ne
     """Trials of y = 2x whose logs are valid; `logs` (one per trial) replaces them."""
     for index, family in enumerate(families):
         x = torch.randn(256, generator=torch.Generator().manual_seed(index))
-        log = logs[index] if logs is not None else {"events": [], "buffers": []}
+        log = logs[index] if logs is not None else {"events": [], "buffers": [], "trial": index}
         run.records.append(replays.TrialRecord(index=index, family=family, inputs=[x], expected=x * 2,
                                                compute_work=(256, 256), log=log, truth=x.double() * 2))
 
@@ -244,6 +303,8 @@ def test_an_honest_exchange_replays_every_family_after_the_state_and_says_exit(r
     replayed_records = [next(r for r in run.records if torch.equal(r.inputs[0], payload["inputs"][0]))
                         for kind, payload in room.requests if kind == "replay"]
     assert sorted(r.family for r in replayed_records) == ["get_inputs", "negated", "offset", "scaled"]
+    replay_logs = [payload["log"] for kind, payload in room.requests if kind == "replay"]
+    assert replay_logs == [r.log for r in replayed_records]  # each trial's own log, with its own inputs
     assert [r.index for r in replayed_records] == sorted(r.index for r in replayed_records)
     assert room.process.released
 
@@ -265,8 +326,9 @@ def test_an_unreplayable_log_decides_before_any_room_starts(room_for):
     doubling_records(run, logs=[{"events": [], "buffers": []}] * 4 + [{"error": "a tuple subclass as output"}])
     room = room_for(honest_room)
     run.run_clean_room(room.start)
-    assert "a tuple subclass as output" in run.violations[ViolationCode.UNREPLAYABLE].message
-    assert "trial 4" in run.violations[ViolationCode.UNREPLAYABLE].message
+    message = run.violations[ViolationCode.UNREPLAYABLE].message
+    assert message.startswith("trial 4: the forward cannot be re-executed from its launch log "
+                              "(a tuple subclass as output). Verdicts come from replaying")
     assert room.started == 0
 
 
@@ -305,9 +367,32 @@ def test_external_bytes_over_the_budget_are_charged_only_if_a_poisoned_replay_ch
     assert all(record.poison == [0] for record in run.records)  # 100 elements each, all external
     poisoned = [p for k, p in room.requests if k == "replay" and p.get("poison")]
     assert poisoned and all(p["poison"] == [0] for p in poisoned)
+    for payload in poisoned:  # the poisoned replay is of a trial's own log, with that trial's inputs
+        record = next(r for r in run.records if torch.equal(r.log["blobs"][0], payload["log"]["blobs"][0]))
+        assert torch.equal(record.inputs[0], payload["inputs"][0])
     assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
-    if not charged:  # every trial carries such bytes, so every trial is replayed, twice
+    if charged:  # the first trial decides: replayed, replayed poisoned, nothing more
+        assert room.kinds() == ["state", "replay", "replay", "exit"]
+        assert "replayed with their bytes replaced, the outputs change. Compute from this call's inputs" in (
+            run.violations[ViolationCode.HOST_COMPUTE].message)
+    else:  # every trial carries such bytes, so every trial is replayed, twice
         assert room.kinds().count("replay") == 10
+
+
+def test_a_poisoned_replay_the_room_cannot_run_charges_the_bytes(room_for):
+    def room_answer(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        if payload.get("poison"):
+            return "error", {"kind": "diverged", "message": "an op wrote elsewhere"}
+        return "replayed", replayed(payload["inputs"][0] * 2)
+
+    run = evaluation()
+    doubling_records(run, logs=[_blob_log(i) for i in range(5)])
+    room = room_for(room_answer)
+    run.run_clean_room(room.start)
+    assert list(run.violations) == [ViolationCode.HOST_COMPUTE]
+    assert room.kinds() == ["state", "replay", "replay", "exit"]
 
 
 @pytest.mark.parametrize("error, outcome", [
@@ -324,15 +409,24 @@ def test_the_rooms_errors_are_believed_only_for_what_it_measured_itself(room_for
     run = evaluation()
     doubling_records(run)
     room = room_for(failing)
+    text = error["message"] if isinstance(error, dict) else "None"
     if isinstance(outcome, Status):
         with pytest.raises(CandidateFailed) as failed:
             run.run_clean_room(room.start)
-        assert failed.value.status == outcome and "(clean room)" in failed.value.message
+        assert failed.value.status == outcome
+        assert failed.value.message.endswith(f"(clean room): {text}")
         if outcome == Status.UNSUPPORTED:
-            assert any(n.code == NoticeCode.INTERPRETER_LIMIT for n in run.notices)
+            limits = [n.message for n in run.notices if n.code == NoticeCode.INTERPRETER_LIMIT]
+            assert len(limits) == 1 and "measured in the clean room" in limits[0]
     else:
         run.run_clean_room(room.start)
         assert list(run.violations) == [outcome]
+        message = run.violations[outcome].message
+        assert f"({text})" in message or f"refused one: {text}" in message
+        if outcome == ViolationCode.EVIDENCE_MISMATCH:
+            assert message.endswith("the outputs must come from the logged kernel launches and PyTorch ops alone")
+        else:
+            assert message.startswith("the clean room rebuilds each kernel from the solution's text with Triton")
         assert room.kinds() == ["state", "replay", "exit"]
     assert room.process.released
 
@@ -362,3 +456,37 @@ def test_a_room_that_breaks_the_protocol_crashes_or_times_out_and_is_released(ro
     assert failed.value.status == status
     assert words in failed.value.message
     assert room.process.released
+
+
+def test_an_error_from_the_room_itself_is_the_evaluators_failure_not_the_candidates(room_for):
+    from tritongym.errors import EvaluatorError
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(honest_room, first=("error", {"message": "no torch here " + "x" * 600}))
+    with pytest.raises(EvaluatorError) as failed:
+        run.run_clean_room(room.start)
+    assert str(failed.value) == "the clean room failed: no torch here " + "x" * (500 - len("no torch here "))
+    assert room.process.released
+
+
+@pytest.mark.parametrize("time_reps", [0, 3])
+def test_the_room_times_a_task_trial_after_the_replays_only_when_asked(room_for, time_reps):
+    def room_answer(kind, payload):
+        if kind == "time":
+            return "timed", {"ms": [1.5] * payload["reps"]}
+        return honest_room(kind, payload)
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(room_answer)
+    run.run_clean_room(room.start, time_reps=time_reps)
+    kinds = room.kinds()
+    assert run.violations == {}
+    if time_reps:
+        assert kinds[-2:] == ["time", "exit"] and kinds.count("time") == 1
+        timed = room.requests[-2][1]
+        assert timed["reps"] == 3 and run.replay_ms == [1.5, 1.5, 1.5]
+        assert next(r for r in run.records if torch.equal(r.inputs[0], timed["inputs"][0])).family == "get_inputs"
+    else:
+        assert "time" not in kinds and run.replay_ms == []
