@@ -331,7 +331,6 @@ class _Evaluation:
         try:
             self._expect_room(room.receive(), "ready")
             phase = "state"
-            room.channel.max_message_bytes = max(room.channel.max_message_bytes, 1 << 20)
             self._expect_room(room.request("state", {"tensors": self.state}), "state_set")
             for position in chosen:
                 record = self.records[position]

@@ -216,7 +216,7 @@ class ScriptedRoom:
     """A clean room on one end of a real socket pair: `ready`, then `answer(kind, payload)` per
     request until `exit` (None: close the channel, as a crashed room does)."""
 
-    def __init__(self, answer, first: tuple[str, Any] = ("ready", {})) -> None:
+    def __init__(self, answer, first: tuple[str, Any] | None = ("ready", {})) -> None:
         parent_end, room_end = socket.socketpair()
         self.requests: list[tuple[str, Any]] = []
         self.started = 0
@@ -233,6 +233,9 @@ class ScriptedRoom:
 
     def _serve(self) -> None:
         try:
+            if self._first is None:  # a room that never says it is ready
+                time.sleep(3)
+                return
             self._room.send(*self._first)
             while True:
                 message = self._room.recv(timeout=20)
@@ -265,7 +268,7 @@ def room_for():
     """`room_for(answer, first=...)`: a `ScriptedRoom`, closed after the test."""
     made: list[ScriptedRoom] = []
 
-    def make(answer, first: tuple[str, Any] = ("ready", {})) -> ScriptedRoom:
+    def make(answer, first: tuple[str, Any] | None = ("ready", {})) -> ScriptedRoom:
         made.append(ScriptedRoom(answer, first))
         return made[-1]
 
@@ -345,6 +348,69 @@ def test_host_data_over_the_budget_decides_before_any_room_starts(room_for, coun
     run.run_clean_room(room.start)
     assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
     assert room.started == (0 if charged else 1)
+
+
+def _launch_log(args: list[Any], kwargs: dict[str, Any], grid: int = 4) -> dict[str, Any]:
+    return {"events": [{"launch": "k:1", "grid": [grid], "args": args, "kwargs": kwargs}], "buffers": []}
+
+
+def _configs(run: _Evaluation, per_trial: list[list[tuple[str, int]]]) -> None:
+    for record, configs in zip(run.records, per_trial, strict=True):
+        record.configs = configs
+
+
+def test_trials_that_ran_the_same_autotune_configs_are_compared_whole():
+    # Block sizes and grids follow the config: 70 keyword values that differ between configs are
+    # not host data, as long as each trial is compared with the trials that ran its own config.
+    run = evaluation()
+    per_config = {0: {f"C{i}": 16 for i in range(70)}, 1: {f"C{i}": 32 for i in range(70)}}
+    combos = [0, 1, 0, 1, 0]
+    doubling_records(run, logs=[_launch_log([1.0], per_config[c], grid=8 * (c + 1)) for c in combos])
+    _configs(run, [[("k", c)] for c in combos])
+    room = ScriptedRoom(honest_room)
+    try:
+        run.run_clean_room(room.start)
+    finally:
+        room.close()
+    assert run.violations == {}
+
+
+def test_host_data_in_launch_metadata_is_charged_between_peers_of_one_config():
+    # The same config in every trial, and 70 keyword values that differ per trial: host data.
+    run = evaluation()
+    doubling_records(run, logs=[_launch_log([1.0], {f"C{i}": float(t * 100 + i) for i in range(70)})
+                                for t in range(5)])
+    _configs(run, [[("k", 0)]] * 5)
+    run.run_clean_room(lambda: pytest.fail("no room may start"))
+    assert ViolationCode.HOST_COMPUTE in run.violations
+
+
+def test_a_trial_alone_with_its_config_is_still_compared_by_its_positional_arguments():
+    run = evaluation()
+    logs = [_launch_log([1.0] * 70, {}) for _ in range(4)] + [_launch_log([float(i) for i in range(70)], {})]
+    doubling_records(run, logs=logs)
+    _configs(run, [[("k", 0)]] * 4 + [[("k", 1)]])
+    run.run_clean_room(lambda: pytest.fail("no room may start"))
+    assert "trial 4" in run.violations[ViolationCode.HOST_COMPUTE].message
+
+
+@pytest.mark.parametrize("scalars, blob_elements, poisoned", [
+    (0, 64, False),   # 64 elements in all: within the budget, nothing to decide
+    (64, 1, True),    # 65, of which only 1 external: the scalars alone are within it, the bytes decide
+    (0, 65, True),    # 65, all external
+])
+def test_external_bytes_are_replayed_poisoned_exactly_when_they_alone_put_a_trial_over_the_budget(
+        room_for, scalars, blob_elements, poisoned):
+    # A log's external buffers are its bytes; they count in 4-byte elements.
+    logs = [{**_launch_log([float(t * 1000 + i) for i in range(scalars)], {}),
+             "blobs": [torch.full((4 * blob_elements,), t, dtype=torch.uint8)]} for t in range(5)]
+    run = evaluation()
+    doubling_records(run, logs=logs)
+    room = room_for(honest_room)
+    run.run_clean_room(room.start)
+    assert run.violations == {}
+    assert all(record.poison == ([0] if poisoned else []) for record in run.records)
+    assert any(p.get("poison") for k, p in room.requests if k == "replay") is poisoned
 
 
 def _blob_log(index: int) -> dict[str, Any]:
@@ -433,7 +499,12 @@ def test_the_rooms_errors_are_believed_only_for_what_it_measured_itself(room_for
 
 @pytest.mark.parametrize("first, answer, status, words", [
     (("hello", {}), honest_room, Status.CRASHED, "expected a 'ready' reply"),
-    (("ready", {}), lambda kind, payload: None, Status.CRASHED, "stopped while re-executing"),
+    (("ready", {}), lambda kind, payload: None, Status.CRASHED,
+     "stopped while re-executing the forward's launch log (state: exited with code 1)"),
+    (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else None, Status.CRASHED,
+     "stopped while re-executing the forward's launch log (trial "),
+    (None, honest_room, Status.TIMEOUT, "exceeded the 1 s budget (start)"),
+    (("ready", {}), lambda kind, payload: time.sleep(3) or None, Status.TIMEOUT, "exceeded the 1 s budget (state)"),
     (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", "outputs"),
      Status.CRASHED, "a malformed 'replayed' reply"),
     (("ready", {}), lambda kind, payload: ("state_set", {}) if kind == "state" else ("replayed", {
