@@ -184,7 +184,7 @@ def test_a_malformed_work_report_is_a_protocol_error(field, value):
     from tritongym.evaluator.common.channel import ProtocolError
 
     record = vector_trial()
-    with pytest.raises(ProtocolError, match="malformed replay report"):
+    with pytest.raises(ProtocolError, match="^malformed replay report$"):
         evaluation()._judge_replay(record, {**replayed(record.expected.clone()), field: value})
 
 
@@ -321,6 +321,9 @@ def test_a_replay_that_changes_the_answer_is_an_evidence_mismatch_and_stops_the_
     room = room_for(wrong)
     run.run_clean_room(room.start)
     assert list(run.violations) == [ViolationCode.EVIDENCE_MISMATCH]
+    assert run.violations[ViolationCode.EVIDENCE_MISMATCH].message.endswith(
+        "although the candidate's own outputs did: they came from work the log does not show (a thread, a callable "
+        "Triton runs, raw memory, an output object computing late)")
     assert room.kinds() == ["state", "replay", "exit"]  # the first failure decides; nothing more is replayed
 
 
@@ -331,7 +334,9 @@ def test_an_unreplayable_log_decides_before_any_room_starts(room_for):
     run.run_clean_room(room.start)
     message = run.violations[ViolationCode.UNREPLAYABLE].message
     assert message.startswith("trial 4: the forward cannot be re-executed from its launch log "
-                              "(a tuple subclass as output). Verdicts come from replaying")
+                              "(a tuple subclass as output). Verdicts come from replaying each forward's Triton "
+                              "launches and PyTorch ops in a process that never runs the solution's Python; ")
+    assert message.endswith("on tensors, numbers, strings and dtypes")
     assert room.started == 0
 
 
@@ -439,8 +444,9 @@ def test_external_bytes_over_the_budget_are_charged_only_if_a_poisoned_replay_ch
     assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
     if charged:  # the first trial decides: replayed, replayed poisoned, nothing more
         assert room.kinds() == ["state", "replay", "replay", "exit"]
-        assert "replayed with their bytes replaced, the outputs change. Compute from this call's inputs" in (
-            run.violations[ViolationCode.HOST_COMPUTE].message)
+        assert run.violations[ViolationCode.HOST_COMPUTE].message.endswith(
+            "replayed with their bytes replaced, the outputs change. Compute from this call's inputs on the device, "
+            "in the solution's kernels")
     else:  # every trial carries such bytes, so every trial is replayed, twice
         assert room.kinds().count("replay") == 10
 
@@ -483,7 +489,7 @@ def test_the_rooms_errors_are_believed_only_for_what_it_measured_itself(room_for
         assert failed.value.message.endswith(f"(clean room): {text}")
         if outcome == Status.UNSUPPORTED:
             limits = [n.message for n in run.notices if n.code == NoticeCode.INTERPRETER_LIMIT]
-            assert len(limits) == 1 and "measured in the clean room" in limits[0]
+            assert len(limits) == 1 and "uses (measured in the clean room); this is a limit" in limits[0]
     else:
         run.run_clean_room(room.start)
         assert list(run.violations) == [outcome]
@@ -561,3 +567,10 @@ def test_the_room_times_a_task_trial_after_the_replays_only_when_asked(room_for,
         assert next(r for r in run.records if torch.equal(r.inputs[0], timed["inputs"][0])).family == "get_inputs"
     else:
         assert "time" not in kinds and run.replay_ms == []
+
+
+def test_the_timed_trial_is_always_a_replayed_task_trial_and_any_replayed_one_without_them():
+    run = evaluation()
+    doubling_records(run)
+    assert {run._measured_trial([1, 2, 3, 4]).index for _ in range(60)} == {1}
+    assert {run._measured_trial([2, 3]).index for _ in range(60)} == {2, 3}
