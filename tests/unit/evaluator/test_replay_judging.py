@@ -21,9 +21,10 @@ import torch
 import tritongym
 from tritongym.evaluator import replays
 from tritongym.evaluator.common.channel import Channel, ChannelClosed
+from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
-from tritongym.evaluator.parent import _Evaluation
-from tritongym.evaluator.result import NoticeCode, Status, ViolationCode
+from tritongym.evaluator.parent import OutputReview, _Evaluation
+from tritongym.evaluator.result import Notice, NoticeCode, Status, Violation, ViolationCode
 from tritongym.evaluator.session import Budget, CandidateFailed, WorkerHandle
 
 PROBLEM = tritongym.builtin_suite()[0]
@@ -136,7 +137,8 @@ def test_a_truth_less_trial_says_precision_was_not_checked_once():
     run = evaluation()
     assert run._judge_replay(record, replayed(record.expected.clone())) is True
     assert run._judge_replay(record, replayed(record.expected.clone())) is True
-    assert [n.code for n in run.notices] == [NoticeCode.PRECISION_UNCHECKED]
+    assert [(n.code, n.message) for n in run.notices] == [
+        (NoticeCode.PRECISION_UNCHECKED, "the reference could not be evaluated in float64; precision not checked")]
 
 
 def test_a_perturbed_family_replayed_to_zeros_fails_the_family_review():
@@ -152,8 +154,12 @@ def test_a_perturbed_family_replayed_to_zeros_fails_the_family_review():
     ([512, 0], [0, 0], ["aten::mul"], (0, 0), [], "read 512 elements, as many as the reference"),
     ([0, 600], [0, 0], ["aten::mm"], (0, 0), [], "600 of the reference's 1e+03 matmul/convolution FLOPs"),
     ([0, 0], [0, 512], ["aten::_to_copy"], (0, 512), [], "the reference only moves data"),
+    ([0, 0], [512, 0], ["aten::clone"], (512, 0), [], "512 elements copied into a new layout"),
     ([1, 0], [0, 0], ["aten::sigmoid", "aten::mul"], (0, 0), ["aten::sigmoid"],
      "include every compute op of the reference (aten::sigmoid, aten::mul)"),
+    ([1, 0], [0, 0], [f"aten::op{i}" for i in range(7)], (0, 0), ["aten::op0"],
+     "include every compute op of the reference (aten::op0, aten::op1, aten::op2, aten::op3, aten::op4, "
+     "aten::op5);"),
 ])
 def test_pytorch_work_the_room_executed_is_a_fallback(work, moved, ops, reference_moved, reference_ops, words):
     record = vector_trial()
@@ -390,6 +396,21 @@ def test_host_data_in_launch_metadata_is_charged_between_peers_of_one_config():
     assert ViolationCode.HOST_COMPUTE in run.violations
 
 
+def test_two_trials_of_one_config_are_peers():
+    # Trials 1 and 3 ran config 1 and carry 70 keyword values that differ between them: host data,
+    # seen only when the two are compared whole with each other.
+    run = evaluation()
+    logs = [_launch_log([1.0], {}) for _ in range(5)]
+    logs[1] = _launch_log([1.0], {f"C{i}": float(i) for i in range(70)})
+    logs[3] = _launch_log([1.0], {f"C{i}": float(i + 500) for i in range(70)})
+    doubling_records(run, logs=logs)
+    _configs(run, [[("k", 0)], [("k", 1)], [("k", 0)], [("k", 1)], [("k", 0)]])
+    run.run_clean_room(lambda: pytest.fail("no room may start"))
+    message = run.violations[ViolationCode.HOST_COMPUTE].message
+    assert message.startswith("trial 1: the forward's launches and ops carry 70 values computed on the host")
+    assert "differs between trials; a logged value (1.0) that differs" in message  # examples joined by "; "
+
+
 def test_a_trial_alone_with_its_config_is_still_compared_by_its_positional_arguments():
     run = evaluation()
     logs = [_launch_log([1.0] * 70, {}) for _ in range(4)] + [_launch_log([float(i) for i in range(70)], {})]
@@ -503,6 +524,17 @@ def test_the_rooms_errors_are_believed_only_for_what_it_measured_itself(room_for
     assert room.process.released
 
 
+def test_the_rooms_words_are_cut_at_1500_characters(room_for):
+    def failing(kind, payload):
+        return ("state_set", {}) if kind == "state" else ("error", {"kind": "diverged", "message": "y" * 3000})
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(failing)
+    run.run_clean_room(room.start)
+    assert f"({'y' * 1500})" in run.violations[ViolationCode.EVIDENCE_MISMATCH].message
+
+
 @pytest.mark.parametrize("first, answer, status, words", [
     (("hello", {}), honest_room, Status.CRASHED, "expected a 'ready' reply"),
     (("ready", {}), lambda kind, payload: None, Status.CRASHED,
@@ -547,26 +579,68 @@ def test_an_error_from_the_room_itself_is_the_evaluators_failure_not_the_candida
     assert room.process.released
 
 
-@pytest.mark.parametrize("time_reps", [0, 3])
-def test_the_room_times_a_task_trial_after_the_replays_only_when_asked(room_for, time_reps):
-    def room_answer(kind, payload):
-        if kind == "time":
-            return "timed", {"ms": [1.5] * payload["reps"]}
-        return honest_room(kind, payload)
+def timing_room(kind: str, payload: Any) -> tuple[str, Any]:
+    if kind == "time":
+        return "timed", {"ms": [1.5] * payload["reps"]}
+    if kind == "profile":
+        return "profiled", {"kernels": [["k", 2.0, payload["calls"]]], "candidate_kernels": ["k"],
+                            "candidate_compiled_kernels": ["k"]}
+    return honest_room(kind, payload)
 
+
+@pytest.mark.parametrize("time_reps, profile_calls", [(0, 0), (1, 0), (3, 0), (0, 2), (3, 2)])
+def test_the_room_times_and_profiles_a_task_trial_after_the_replays_only_when_asked(room_for, time_reps,
+                                                                                    profile_calls):
     run = evaluation()
     doubling_records(run)
-    room = room_for(room_answer)
-    run.run_clean_room(room.start, time_reps=time_reps)
+    room = room_for(timing_room)
+    run.run_clean_room(room.start, time_reps=time_reps, profile_calls=profile_calls)
     kinds = room.kinds()
     assert run.violations == {}
+    asked = ["time"] * bool(time_reps) + ["profile"] * bool(profile_calls)
+    assert kinds[len(kinds) - 1 - len(asked):] == [*asked, "exit"]
+    assert kinds.count("replay") == 4  # the replays come first, whatever else is asked
+    measured = [payload for kind, payload in room.requests if kind in ("time", "profile")]
+    assert all(next(r for r in run.records if torch.equal(r.inputs[0], p["inputs"][0])).family == "get_inputs"
+               for p in measured)
+    assert len({int(p["inputs"][0].sum() * 1000) for p in measured}) <= 1  # one trial, timed and profiled
+    assert run.replay_ms == [1.5] * time_reps
     if time_reps:
-        assert kinds[-2:] == ["time", "exit"] and kinds.count("time") == 1
-        timed = room.requests[-2][1]
-        assert timed["reps"] == 3 and run.replay_ms == [1.5, 1.5, 1.5]
-        assert next(r for r in run.records if torch.equal(r.inputs[0], timed["inputs"][0])).family == "get_inputs"
+        assert next(p for k, p in room.requests if k == "time")["reps"] == time_reps
+    if profile_calls:
+        assert next(p for k, p in room.requests if k == "profile")["calls"] == profile_calls
+        kernels, names, _counts = run.room_profile
+        assert [k.count for k in kernels] == [profile_calls] and names == ["k"]
     else:
-        assert "time" not in kinds and run.replay_ms == []
+        assert run.room_profile is None
+
+
+@pytest.mark.parametrize("hang_on, phase", [("time", "timing"), ("profile", "profiling")])
+def test_a_timeout_while_timing_or_profiling_names_that_phase(room_for, hang_on, phase):
+    def room_answer(kind, payload):
+        if kind == hang_on:
+            time.sleep(3)
+            return None
+        return timing_room(kind, payload)
+
+    run = evaluation(timeout=1.0)
+    doubling_records(run)
+    room = room_for(room_answer)
+    room.handle.budget = Budget(1.0)
+    with pytest.raises(CandidateFailed) as failed:
+        run.run_clean_room(room.start, time_reps=2, profile_calls=2)
+    assert failed.value.status == Status.TIMEOUT and failed.value.message.endswith(f"budget ({phase})")
+
+
+def test_a_candidate_side_review_lands_as_violations_and_notices():
+    run = evaluation()
+    review = OutputReview(compare_outputs(torch.ones(2), torch.ones(2), run.options.tolerance_for),
+                          [Violation(ViolationCode.TRIVIAL_OUTPUT, "zeros")],
+                          [Notice(NoticeCode.PRECISION_UNCHECKED, "no float64")])
+    run.apply_review(review)
+    run.apply_review(review)
+    assert run.violations == {ViolationCode.TRIVIAL_OUTPUT: Violation(ViolationCode.TRIVIAL_OUTPUT, "zeros")}
+    assert run.notices == [Notice(NoticeCode.PRECISION_UNCHECKED, "no float64")]
 
 
 def test_the_timed_trial_is_always_a_replayed_task_trial_and_any_replayed_one_without_them():
