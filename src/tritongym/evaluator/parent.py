@@ -118,7 +118,6 @@ def resolve_device(device: str) -> str:
 MAX_AUTOTUNE_EXTRA_TRIALS = 16
 
 
-
 @dataclass
 class OutputReview:
     """What the checks of one trial's outputs found (`_Evaluation.review_outputs`)."""

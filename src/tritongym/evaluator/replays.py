@@ -80,7 +80,7 @@ def choose_replays(records: list[TrialRecord], rng: secrets.SystemRandom | None 
     config) that ran, preferring perturbed families: no family and no config a trial ran goes
     unreplayed. Within the task distribution one trial of several is replayed: a candidate wrong
     on some task inputs that hides PyTorch answers in those trials escapes when none of them is
-    drawn (docs/integrity.md, "What remains").
+    drawn (docs/integrity.md, the evidence table's "what remains forgeable").
     """
     rng = rng or secrets.SystemRandom()
     if not records:
@@ -89,7 +89,7 @@ def choose_replays(records: list[TrialRecord], rng: secrets.SystemRandom | None 
     # One trial of every input family, not one of the perturbed ones: a kernel that is wrong on one
     # family can be honest everywhere else and hide a PyTorch answer in that family's trial, with a
     # forged log (the live trace is the candidate's to edit); with one perturbed family of three
-    # replayed, it got `ok` in 2 of 3 evaluations (`harness_clean_erase_one_family.py`).
+    # replayed, it got `ok` in 5 of 9 evaluations, 2 in 3 expected (`harness_clean_erase_one_family.py`).
     for family in sorted({r.family for r in records}):
         chosen.append(rng.choice([i for i, r in enumerate(records) if r.family == family]))
     rest = [i for i in range(len(records)) if i not in chosen]
