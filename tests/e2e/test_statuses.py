@@ -136,11 +136,17 @@ def test_incorrect_reports_every_trial_with_its_errors():
     trials = task_trials(result)
     assert [t.index for t in trials] == [0, 1, 2]
     for trial in result.trials:
+        if trial.family == "offset" and trial.passed:
+            # Shifted down by up to 3 standard deviations, the input is almost all negative and the
+            # few positive elements are small: 1.5*relu(x) is then within the tolerance of relu(x)
+            # (seen once in a fresh-clone CI run, 2026-11-27), which is a right answer there, not a missed check.
+            assert trial.mismatch_fraction == 0.0 and trial.message is None
+            continue
         assert not trial.passed
         # out = 1.5*relu(x): the error is 0.5*relu(x), relative error exactly 0.5 where x > 0.
         assert trial.max_rel_error == pytest.approx(0.5, rel=1e-6)
-        assert trial.max_abs_error > 0.1
-        # (an offset family shifted far enough makes every element positive, hence every one wrong)
+        assert trial.max_abs_error > (0.01 if trial.family == "offset" else 0.1)
+        # (an offset family shifted up far enough makes every element positive, hence every one wrong)
         assert 0.0 < trial.mismatch_fraction <= 1.0
         assert "differ beyond atol=0.01, rtol=0.01" in trial.message
     for trial in trials:  # standard normal inputs: about half of the elements are positive, hence wrong
