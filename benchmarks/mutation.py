@@ -60,6 +60,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                            DEFAULTS_TEST]),
     "optrace": (f"{EVALUATOR}/worker/optrace.py", ["tests/unit/evaluate/test_optrace.py",
                                              "tests/unit/evaluate/test_optrace_work.py",
+                                             "tests/unit/evaluate/test_optrace_dispatch.py",
                                              "tests/unit/evaluate/test_hostread.py", DEFAULTS_TEST]),
     "plausibility": (f"{EVALUATOR}/plausibility.py", ["tests/unit/evaluator/test_plausibility.py", DEFAULTS_TEST]),
     "oprules": (f"{EVALUATOR}/oprules.py", ["tests/unit/evaluate/test_optrace_work.py",
