@@ -20,8 +20,8 @@ NAMESPACE = "tgdispatchtest"
 
 
 @custom_op(f"{NAMESPACE}::scaled_add", mutates_args=())
-def scaled_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x * 3.0 + y
+def scaled_add(x: torch.Tensor, y: torch.Tensor, *, scale: float = 3.0) -> torch.Tensor:
+    return x * scale + y
 
 
 # An op of another namespace with a C++-style kernel registration and no Python body that
@@ -52,7 +52,12 @@ def test_annotation_ops_run_and_are_seen_but_neither_logged_nor_counted():
     assert tracer.seen == 3  # enter, add, exit: every op the mode saw
     assert dict(tracer.counts) == {"aten::add": 1}
     assert tracer.compute_ops() == ["aten::add"]
-    assert _logged_ops(log, y) == ["aten::add.Tensor"]
+    payload = log.finish(y).to_payload()
+    [event] = payload["events"]
+    assert event["op"] == "aten::add.Tensor"
+    # The op's result is the log's: a "new" buffer the forward's output names (not an external one).
+    assert event["out"]["T"] == payload["outputs"]["T"]
+    assert [b["kind"] for b in payload["buffers"]] == ["input", "new"]
 
 
 def test_a_custom_ops_body_is_traced_and_the_op_itself_is_neither_logged_nor_counted():
@@ -67,6 +72,13 @@ def test_a_custom_ops_body_is_traced_and_the_op_itself_is_neither_logged_nor_cou
     assert tracer.compute_ops() == ["aten::mul", "aten::add"]
     assert tracer.compute_elements == 4 + 8  # mul reads x; add reads its result and y
     assert _logged_ops(log, out) == ["aten::mul.Tensor", "aten::add.Tensor"]
+
+
+def test_a_custom_ops_body_receives_its_keyword_only_arguments():
+    x, y = torch.randn(4), torch.randn(4)
+    with torch.no_grad(), OpTrace():
+        out = scaled_add(x, y, scale=-2.0)  # the dispatcher passes keyword-only arguments as kwargs
+    assert torch.equal(out, x * -2.0 + y)
 
 
 def test_an_op_of_another_namespace_without_a_python_body_is_an_op_like_any_other():
