@@ -133,3 +133,69 @@ def test_the_grid_shim_gives_the_documented_grid_and_keeps_torchs_own():
     assert report["fold"] == [1, 50000, 4]  # y beyond 65535 blocks folded into z
     assert report["xyz"] == [3, 2, 1]
     assert report["no_block"] == [3, 1, 1]
+
+
+# -- overflow checks the interpreter discards (`_discarded_overflow_checks`: speed, no result changes) --
+
+OVERFLOW = textwrap.dedent('''
+    import json, sys
+    import torch, triton, triton.language as tl
+    from triton.language import semantic
+    from triton.runtime import interpreter
+    if sys.argv[1] == "fixed":
+        from tritongym.evaluator.worker import interpreter_fixes
+        interpreter_fixes.install()
+
+    asserts = []
+    original = semantic.TritonSemantic.device_assert
+    def counting(self, cond, msg, mask):
+        asserts.append(msg)
+        return original(self, cond, msg, mask)
+    semantic.TritonSemantic.device_assert = counting
+
+    @triton.jit
+    def wrap(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(x_ptr + offs, mask=mask, other=0)
+        tl.store(y_ptr + offs, v * 65536 + 7 - v, mask=mask)  # int32 overflow: wraps, as on a GPU
+
+    x = torch.arange(-40000, 40000, 997, dtype=torch.int32)
+    y = torch.empty_like(x)
+    wrap[(3,)](x, y, x.numel(), BLOCK=32)
+    options = interpreter.interpreter_builder.options
+    print(json.dumps({"y": y.tolist(), "checks": len(asserts), "debug": options.debug,
+                      "sanitize": options.sanitize_overflow,
+                      "overflow": all(m.startswith("int32 overflow detected") for m in asserts)}))
+''')
+
+
+def test_overflow_checks_the_interpreter_discards_are_skipped_and_results_stay_bit_identical():
+    bare, fixed = run(OVERFLOW, "bare"), run(OVERFLOW, "fixed")
+    assert bare["debug"] is False and bare["sanitize"] is True, bare
+    # Bare: each integer op's check is computed and handed to device_assert, which drops it.
+    assert bare["checks"] > 0 and bare["overflow"], bare
+    assert fixed["checks"] == 0 and fixed["sanitize"] is False and fixed["debug"] is False, fixed
+    assert fixed["y"] == bare["y"]
+    x = list(range(-40000, 40000, 997))
+    assert bare["y"] == [((v * 65536 + 7 - v + 2**31) % 2**32) - 2**31 for v in x]  # the wrapped values
+
+
+def test_overflow_checks_stay_when_the_interpreter_would_assert_them():
+    from types import SimpleNamespace
+
+    from triton.runtime.interpreter import InterpreterOptions
+
+    from tritongym.evaluator.worker.interpreter_fixes import _discarded_overflow_checks
+
+    debugging = SimpleNamespace(options=InterpreterOptions(debug=True))
+    _discarded_overflow_checks(debugging)
+    assert debugging.options.sanitize_overflow is True
+    plain = SimpleNamespace(options=InterpreterOptions())
+    _discarded_overflow_checks(plain)
+    assert plain.options.sanitize_overflow is False and plain.options.debug is False
+    assert plain.options.allowed_dot_input_precisions == InterpreterOptions().allowed_dot_input_precisions
+    for odd in (SimpleNamespace(), SimpleNamespace(options=None), SimpleNamespace(options={"debug": False})):
+        before = getattr(odd, "options", "absent")
+        _discarded_overflow_checks(odd)  # another Triton's builder: left as it is
+        assert getattr(odd, "options", "absent") == before
