@@ -38,7 +38,7 @@ verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interp
 every integer ``+``, ``-`` and ``*`` of a kernel (``pid * BLOCK + tl.arange(0, BLOCK)``, pointer
 offsets) is redone in int64 and compared with the int32 range, and the result goes to
 ``device_assert``, which does nothing unless the options say ``debug`` (the interpreter's never do;
-a GPU compiles the same assertion out). That discarded work was 25-55 % of an interpreted forward of
+a GPU compiles the same assertion out). That discarded work was 12-55 % of an interpreted forward of
 the built-in solutions (`_discarded_overflow_checks`); here it is skipped whenever ``debug`` is off,
 so the assertions that *can* fire are untouched.
 
