@@ -199,3 +199,97 @@ def test_overflow_checks_stay_when_the_interpreter_would_assert_them():
         before = getattr(odd, "options", "absent")
         _discarded_overflow_checks(odd)  # another Triton's builder: left as it is
         assert getattr(odd, "options", "absent") == before
+
+
+# -- `tl` patched once per namespace and launch (`_repeated_device_call_patches`: speed, no result changes) --
+
+PATCHES = textwrap.dedent('''
+    import json, sys
+    import torch, triton, triton.language as tl
+    from triton.language.core import is_builtin
+    from triton.runtime import interpreter
+
+    patched = []  # the namespace of every real `_patch_lang` call, per launch
+    original = interpreter._patch_lang
+    def counting(fn):
+        patched[-1].append(id(fn.__globals__))
+        return original(fn)
+    interpreter._patch_lang = counting
+    from tritongym.evaluator.worker import interpreter_fixes
+    if sys.argv[1] == "others":  # every fix but this one
+        interpreter_fixes._repeated_device_call_patches = lambda: None
+    interpreter_fixes.install()
+
+    @triton.jit
+    def twice(v):
+        return v * 2
+
+    @triton.jit
+    def rows(x_ptr, y_ptr, N: tl.constexpr):
+        row = tl.program_id(0)
+        offs = tl.arange(0, N)
+        acc = tl.zeros((N,), tl.float32)
+        for i in range(4):  # device functions in a loop: tl.sum (triton.language.standard's), twice (this module's)
+            v = tl.load(x_ptr + row * N + offs) + i
+            acc += twice(v) - tl.sum(v, axis=0) / N
+        tl.store(y_ptr + row * N + offs, acc)
+
+    @triton.jit
+    def broken(x_ptr, N: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, N), twice(tl.load(x_ptr + tl.arange(0, N + 1))))
+
+    def state():
+        return {f"{owner.__name__}.{name}": is_builtin(getattr(owner, name))
+                for owner in (tl, tl.core, tl.tensor, tl.math) for name in dir(owner)}
+
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(0))
+    report = {"outputs": [], "calls": [], "namespaces": []}
+    for launch in range(3):
+        if launch == 1:  # a launch that fails inside a device-function call leaves nothing open
+            patched.append([])
+            try:
+                broken[(1,)](torch.zeros(16), N=16)
+            except Exception as exc:
+                report["broken"] = type(exc).__name__
+        patched.append([])
+        y = torch.empty_like(x)
+        rows[(3,)](x, y, N=16)
+        report["outputs"].append(y.tolist())
+        report["calls"].append(len(patched[-1]))
+        report["namespaces"].append(len(set(patched[-1])))
+        report["state"] = state()
+    expected = sum(2 * (x + i) - (x + i).mean(dim=1, keepdim=True) for i in range(4))
+    report["error"] = float((y - expected).abs().max())
+    print(json.dumps(report))
+''')
+
+
+def test_tl_is_patched_once_per_namespace_and_launch_with_identical_results_and_state():
+    bare, fixed = run(PATCHES, "others"), run(PATCHES, "fixed")  # "bare": every other fix installed
+    # Bare: every device-function call re-patches (12 loop iterations x 3 programs x 2 functions, at least).
+    assert min(bare["calls"]) > 3 * 4 * 2, bare["calls"]
+    # Fixed: each namespace once per launch (the kernel's, and each foreign device function's),
+    # the same namespaces as bare, in every launch, also after a launch that failed.
+    assert fixed["calls"] == fixed["namespaces"] == bare["namespaces"], (fixed, bare["namespaces"])
+    assert fixed["namespaces"][0] >= 2
+    assert bare["broken"] == fixed["broken"] and "Error" in fixed["broken"]
+    assert fixed["outputs"] == bare["outputs"] and fixed["error"] < 1e-5
+    # Which attributes of tl, tl.core, tl.tensor, tl.math are builtins after the launches (the
+    # interpreter restores its launch patches and leaks the device calls' ones): the same.
+    assert fixed["state"] == bare["state"]
+    assert fixed["state"]["triton.language.load"] is True
+
+
+def test_the_patch_fix_is_idempotent_and_keeps_the_alias_fix_installed():
+    script = textwrap.dedent('''
+        import json
+        from triton.runtime import interpreter
+        from tritongym.evaluator.worker import interpreter_fixes
+        interpreter_fixes.install()
+        first = (interpreter._patch_lang, interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__)
+        interpreter_fixes.install()
+        again = (interpreter._patch_lang, interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__)
+        print(json.dumps({"same": all(a is b for a, b in zip(first, again)),
+                          "aliases": getattr(interpreter._patch_lang, "_tritongym_aliases", False)}))
+    ''')
+    assert run(script) == {"same": True, "aliases": True}

@@ -33,14 +33,18 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   argument raised ``TypeError`` (found on an H100 machine's Triton 3.6; Triton 3.9 squeezes
   first). Here it squeezes first, as 3.9 does.
 
-One more change is for speed, not for honest code, and changes no result: **overflow checks whose
-verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interpreter's default),
+Two more changes are for speed, not for honest code, and change no result. First, **overflow
+checks whose verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interpreter's default),
 every integer ``+``, ``-`` and ``*`` of a kernel (``pid * BLOCK + tl.arange(0, BLOCK)``, pointer
 offsets) is redone in int64 and compared with the int32 range, and the result goes to
 ``device_assert``, which does nothing unless the options say ``debug`` (the interpreter's never do;
 a GPU compiles the same assertion out). That discarded work was 12-55 % of an interpreted forward of
 the built-in solutions (`_discarded_overflow_checks`); here it is skipped whenever ``debug`` is off,
-so the assertions that *can* fire are untouched.
+so the assertions that *can* fire are untouched. Second, **``tl`` re-patched at every device-function
+call.** The interpreter swaps ``tl``'s builtins for its own at each launch, and again, unrestored, at
+each call of a ``@triton.jit`` function inside it (``tl.sum``, ``tl.max``, ``tl.cumsum`` are such
+functions): 25-45 % of a forward with a reduction in a loop. A repeat for a namespace already
+patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`).
 
 And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
 ``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
@@ -57,6 +61,8 @@ compiles kernels for real). What is still not emulated is listed in docs/integri
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -333,6 +339,71 @@ def _discarded_overflow_checks(builder: Any = None) -> None:
     builder.options = dataclasses.replace(options, sanitize_overflow=False)
 
 
+class _LaunchPatches(threading.local):
+    """Per thread: for each launch in progress, the ids of the namespaces already patched in it."""
+
+    def __init__(self) -> None:
+        self.open: list[set[int]] = []
+        self.skip: Any = None  # the device function whose repeated patch is skipped next
+
+
+def _repeated_device_call_patches() -> None:
+    """Patch ``tl`` once per namespace and launch, not again at every device-function call.
+
+    Triton's interpreter patches ``tl`` (`_patch_lang`: ``inspect.getmembers`` over ``tl``,
+    ``tl.tensor``, ``tl.math``, a closure per builtin, ~0.4 ms) when a launch starts, and again at
+    every call of a ``@triton.jit`` device function inside it (`InterpretedFunction.__call__`),
+    which discards that second scope unrestored. ``tl.sum``, ``tl.max`` and ``tl.cumsum`` are such
+    functions, so a reduction in a loop re-patches per program and iteration: 30-45 % of a
+    ``07_softmax`` or ``15_cumsum`` forward. A repeated patch for a namespace already patched in
+    the same launch changes nothing: every builtin it would wrap is already wrapped (a wrapper is
+    no longer a builtin), and it re-sets the same attributes to equivalent fresh closures. So the
+    first call per namespace and launch patches as Triton does (leaks included), later ones skip.
+    Launches are tracked per thread; a device function called outside any launch patches as before.
+    """
+    from triton.runtime import interpreter
+
+    executor = getattr(interpreter, "GridExecutor", None)
+    device_function = getattr(interpreter, "InterpretedFunction", None)
+    patch_lang = getattr(interpreter, "_patch_lang", None)
+    if executor is None or device_function is None or patch_lang is None or getattr(
+            patch_lang, "_tritongym_once", False):
+        return  # another interpreter's layout, or installed already
+    grid_call, device_call = executor.__call__, device_function.__call__
+    state = _LaunchPatches()
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state.open.append(set())
+        try:
+            return grid_call(self, *args, **kwargs)
+        finally:
+            state.open.pop()
+
+    def call_device_function(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self, "fn", None)
+        if state.open and id(getattr(fn, "__globals__", None)) in state.open[-1]:
+            state.skip = fn
+        try:
+            return device_call(self, *args, **kwargs)
+        finally:
+            state.skip = None
+
+    def patch_lang_once(fn: Any) -> Any:
+        if state.skip is not None and state.skip is fn:
+            state.skip = None
+            return interpreter._LangPatchScope()
+        scope = patch_lang(fn)
+        if state.open:
+            state.open[-1].add(id(fn.__globals__))
+        return scope
+
+    functools.update_wrapper(patch_lang_once, patch_lang)  # keeps `_builtin_aliases`'s mark: install stays idempotent
+    patch_lang_once._tritongym_once = True  # type: ignore[attr-defined]
+    executor.__call__ = launch
+    device_function.__call__ = call_device_function
+    interpreter._patch_lang = patch_lang_once
+
+
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
     from tritongym.evaluator.worker import inductor_compat
@@ -348,3 +419,4 @@ def install() -> None:
     _scalar_index()
     _name_removed_block_pointers()
     _discarded_overflow_checks()
+    _repeated_device_call_patches()  # after `_builtin_aliases`: its aliasing is skipped with the repeats
