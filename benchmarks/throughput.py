@@ -14,9 +14,10 @@ Printed as Markdown: evaluations/min and the ratios, tritongym's per-phase laten
 import; from the fork server's jobs after the first), and the memory per idle slot (fork server
 resident set; pages shared with its children are copy-on-write).
 
-tritongym's workers skip the integer-overflow checks Triton's interpreter computes and then discards
-(`interpreter_fixes`), which the naive harnesses, running the stock interpreter, do not;
-``--like-for-like`` gives the naive harnesses the same setting, so the ratios then compare the
+tritongym's workers install two speed fixes to Triton's interpreter that change no result
+(`interpreter_fixes`: the discarded integer-overflow checks skipped, ``tl`` patched once per
+namespace and launch), which the naive harnesses, running the stock interpreter, lack;
+``--like-for-like`` gives the naive harnesses the same two fixes, so the ratios then compare the
 harnesses' own work.
 
 Usage: ``python benchmarks/throughput.py [--workers 2] [--evals 51] [--like-for-like]`` (CPU:
@@ -41,9 +42,10 @@ _NAIVE = r"""
 import importlib.util, json, os, sys, torch
 import triton  # noqa: F401
 
-if os.environ.get("NAIVE_SKIP_OVERFLOW_CHECKS") == "1":  # --like-for-like: tritongym's interpreter setting
-    from tritongym.evaluator.worker.interpreter_fixes import _discarded_overflow_checks
+if os.environ.get("NAIVE_INTERPRETER_SPEEDUPS") == "1":  # --like-for-like: tritongym's interpreter speed fixes
+    from tritongym.evaluator.worker.interpreter_fixes import _discarded_overflow_checks, _repeated_device_call_patches
     _discarded_overflow_checks()
+    _repeated_device_call_patches()
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -98,8 +100,8 @@ def batch(evals: int) -> list[tuple[str, str]]:
 
 
 THREADS = {"n": 1}
-#: ``--like-for-like``: the naive harnesses skip the overflow checks Triton's interpreter discards,
-#: as tritongym's workers do (`interpreter_fixes._discarded_overflow_checks`).
+#: ``--like-for-like``: the naive harnesses get the interpreter's two speed fixes tritongym's workers
+#: have (`interpreter_fixes._discarded_overflow_checks`, `_repeated_device_call_patches`).
 LIKE_FOR_LIKE = {"on": False}
 
 
@@ -108,7 +110,7 @@ def env() -> dict[str, str]:
     workers): with torch's default of one thread per core, parallel slots oversubscribe the cores
     and the naive harnesses would be measured slower than they need to be."""
     threads = str(THREADS["n"])
-    skip = {"NAIVE_SKIP_OVERFLOW_CHECKS": "1"} if LIKE_FOR_LIKE["on"] else {}
+    skip = {"NAIVE_INTERPRETER_SPEEDUPS": "1"} if LIKE_FOR_LIKE["on"] else {}
     return {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **skip}
 
 
@@ -185,8 +187,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--evals", type=int, default=51)
     parser.add_argument("--like-for-like", action="store_true",
-                        help="the naive harnesses skip the integer-overflow checks Triton's interpreter computes and "
-                             "discards, as tritongym's workers do (the same interpreter work on both sides)")
+                        help="the naive harnesses get tritongym's two interpreter speed fixes (the discarded overflow "
+                             "checks skipped, tl patched once per launch): the same interpreter work on both sides")
     args = parser.parse_args()
     LIKE_FOR_LIKE["on"] = args.like_for_like
     jobs = batch(args.evals)
@@ -194,7 +196,7 @@ def main() -> None:
     THREADS["n"] = max(1, (os.cpu_count() or 1) // args.workers)
     print(f"{n} evaluations, {args.workers} at a time, {THREADS['n']} CPU thread(s) per slot, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"
-          + (", naive harnesses like for like (overflow checks skipped)" if args.like_for_like else ""))
+          + (", naive harnesses like for like (interpreter speed fixes installed)" if args.like_for_like else ""))
     fresh = naive_fresh(jobs, args.workers)
     warm = naive_warm(jobs, args.workers)
     ours, results, info = tritongym_pool(jobs, args.workers)

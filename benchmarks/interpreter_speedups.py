@@ -1,0 +1,103 @@
+"""The CPU interpreter's two speed fixes, side by side: one bare forward per built-in solution.
+
+tritongym's workers install two changes to Triton's interpreter that change no result
+(`interpreter_fixes`): they skip the integer-overflow checks the interpreter computes and then
+discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`), and they patch
+``tl`` once per namespace and launch instead of at every device-function call
+(`_repeated_device_call_patches`). This runs each solution's forward in one process with every
+other fix installed, the setting rotating per call (neither, the first, both), and prints the
+medians and whether the outputs were bit-identical every time.
+
+Usage: ``python benchmarks/interpreter_speedups.py [--reps 6] [NAME ...]`` (default: the whole
+built-in suite; CPU, ``TRITON_INTERPRET=1`` is set here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ("neither", "overflow checks skipped", "both")
+
+
+def load(path: Path, name: str):  # noqa: ANN201
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def flat(value):  # noqa: ANN001, ANN201
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    from triton.runtime import interpreter
+
+    from tritongym.evaluator.worker import interpreter_fixes
+
+    torch.set_num_threads(1)
+    patch_once = interpreter_fixes._repeated_device_call_patches
+    interpreter_fixes._repeated_device_call_patches = lambda: None
+    interpreter_fixes.install()  # every other fix, so the columns differ in these two settings only
+
+    def hooks() -> tuple:
+        return interpreter._patch_lang, interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__
+
+    every_call = hooks()
+    patch_once()
+    once = hooks()
+    skipped = interpreter.interpreter_builder.options
+    computed = dataclasses.replace(skipped, sanitize_overflow=True)
+
+    def use(setting: str) -> None:
+        interpreter.interpreter_builder.options = computed if setting == "neither" else skipped
+        patch, launch, device_call = once if setting == "both" else every_call
+        interpreter._patch_lang = patch
+        interpreter.GridExecutor.__call__ = launch
+        interpreter.InterpretedFunction.__call__ = device_call
+
+    names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
+    print(f"| solution | {' | '.join(SETTINGS)} | neither ÷ both | outputs bit-identical |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name in names:
+        problem = load(ROOT / "src" / "tritongym" / "tasks" / "builtin" / f"{name}.py", f"problem_{name}")
+        solution = load(ROOT / "examples" / "builtin" / f"{name}.py", f"solution_{name}")
+        torch.manual_seed(0)
+        model = solution.ModelNew(*problem.get_init_inputs())
+        inputs = problem.get_inputs()
+        seconds: dict[str, list[float]] = {setting: [] for setting in SETTINGS}
+        identical = True
+        for _ in range(args.reps):
+            outputs = {}
+            for setting in SETTINGS:
+                use(setting)
+                started = time.perf_counter()
+                outputs[setting] = flat(model(*inputs))
+                seconds[setting].append(time.perf_counter() - started)
+            identical = identical and all(torch.equal(a, b) for setting in SETTINGS[1:]
+                                          for a, b in zip(outputs[SETTINGS[0]], outputs[setting], strict=True))
+        medians = [statistics.median(seconds[setting]) for setting in SETTINGS]
+        cells = " | ".join(f"{m * 1e3:.0f} ms" for m in medians)
+        print(f"| {name} | {cells} | {medians[0] / medians[-1]:.2f}× | {identical} |", flush=True)
+    use("both")
+
+
+if __name__ == "__main__":
+    main()
