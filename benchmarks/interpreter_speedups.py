@@ -1,11 +1,12 @@
-"""The CPU interpreter's two speed fixes, side by side: one bare forward per built-in solution.
+"""The CPU interpreter's speed fixes, side by side: one bare forward per built-in solution.
 
-tritongym's workers install two changes to Triton's interpreter that change no result
+tritongym's workers install three changes to Triton's interpreter that change no result
 (`interpreter_fixes`): they skip the integer-overflow checks the interpreter computes and then
-discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`), and they patch
+discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`), they patch
 ``tl`` once per namespace and launch instead of at every device-function call
-(`_repeated_device_call_patches`). This runs each solution's forward in one process with every
-other fix installed, the setting rotating per call (neither, the first, both), and prints the
+(`_repeated_device_call_patches`), and they look numpy dtypes up in a table built once
+(`_numpy_dtype_table`). This runs each solution's forward in one process with every other fix
+installed, the settings rotating per call (none, then one more fix at a time), and prints the
 medians and whether the outputs were bit-identical every time.
 
 Usage: ``python benchmarks/interpreter_speedups.py [--reps 6] [NAME ...]`` (default: the whole
@@ -28,7 +29,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ("neither", "overflow checks skipped", "both")
+SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table")
 
 
 def load(path: Path, name: str):  # noqa: ANN201
@@ -53,9 +54,12 @@ def main() -> None:
     from tritongym.evaluator.worker import interpreter_fixes
 
     torch.set_num_threads(1)
-    patch_once = interpreter_fixes._repeated_device_call_patches
-    interpreter_fixes._repeated_device_call_patches = lambda: None
-    interpreter_fixes.install()  # every other fix, so the columns differ in these two settings only
+    patch_once, dtype_table = interpreter_fixes._repeated_device_call_patches, interpreter_fixes._numpy_dtype_table
+    interpreter_fixes._repeated_device_call_patches = interpreter_fixes._numpy_dtype_table = lambda: None
+    interpreter_fixes.install()  # every other fix, so the columns differ in these settings only
+    per_call_dtypes = interpreter._get_np_dtype
+    dtype_table()
+    table_dtypes = interpreter._get_np_dtype
 
     def hooks() -> tuple:
         return interpreter._patch_lang, interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__
@@ -67,15 +71,17 @@ def main() -> None:
     computed = dataclasses.replace(skipped, sanitize_overflow=True)
 
     def use(setting: str) -> None:
-        interpreter.interpreter_builder.options = computed if setting == "neither" else skipped
-        patch, launch, device_call = once if setting == "both" else every_call
+        position = SETTINGS.index(setting)
+        interpreter.interpreter_builder.options = computed if position == 0 else skipped
+        patch, launch, device_call = once if position >= 2 else every_call
+        interpreter._get_np_dtype = table_dtypes if position >= 3 else per_call_dtypes
         interpreter._patch_lang = patch
         interpreter.GridExecutor.__call__ = launch
         interpreter.InterpretedFunction.__call__ = device_call
 
     names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
-    print(f"| solution | {' | '.join(SETTINGS)} | neither ÷ both | outputs bit-identical |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(f"| solution | {' | '.join(SETTINGS)} | none ÷ all | outputs bit-identical |")
+    print("|---|" + "---:|" * (len(SETTINGS) + 1) + "---|")
     for name in names:
         problem = load(ROOT / "src" / "tritongym" / "tasks" / "builtin" / f"{name}.py", f"problem_{name}")
         solution = load(ROOT / "examples" / "builtin" / f"{name}.py", f"solution_{name}")
@@ -96,7 +102,7 @@ def main() -> None:
         medians = [statistics.median(seconds[setting]) for setting in SETTINGS]
         cells = " | ".join(f"{m * 1e3:.0f} ms" for m in medians)
         print(f"| {name} | {cells} | {medians[0] / medians[-1]:.2f}× | {identical} |", flush=True)
-    use("both")
+    use(SETTINGS[-1])
 
 
 if __name__ == "__main__":

@@ -293,3 +293,37 @@ def test_the_patch_fix_is_idempotent_and_keeps_the_alias_fix_installed():
                           "aliases": getattr(interpreter._patch_lang, "_tritongym_aliases", False)}))
     ''')
     assert run(script) == {"same": True, "aliases": True}
+
+
+def test_the_numpy_dtype_table_answers_as_the_interpreter_does():
+    script = textwrap.dedent('''
+        import json
+        import triton.language as tl
+        from triton.runtime import interpreter
+        from tritongym.evaluator.worker import interpreter_fixes
+        original = interpreter._get_np_dtype
+        interpreter_fixes._numpy_dtype_table()
+        table = interpreter._get_np_dtype
+        scalars = [value for value in vars(tl).values() if isinstance(value, tl.dtype)
+                   and not isinstance(value, (tl.pointer_type, tl.block_type))]
+        kinds = scalars + [tl.pointer_type(tl.float32), tl.block_type(tl.pointer_type(tl.int8), [4])]
+        kinds += [tl.block_type(s, [2, 8]) for s in scalars if s.name != "void"]
+        answers = []
+        for kind in kinds * 2:  # the second round from the table
+            got = []
+            for look_up in (original, table):
+                try:
+                    got.append(str(look_up(kind)))
+                except Exception as exc:
+                    got.append(type(exc).__name__)
+            answers.append([str(kind)] + got)
+        print(json.dumps({"answers": answers, "installed": table is not original,
+                          "again": (interpreter_fixes._numpy_dtype_table(), interpreter._get_np_dtype is table)[1]}))
+    ''')
+    report = run(script)
+    assert report["installed"] and report["again"]
+    answers = report["answers"]
+    assert len(answers) > 40 and all(a[1] == a[2] for a in answers), [a for a in answers if a[1] != a[2]]
+    named = {a[0]: a[1] for a in answers}
+    assert named["fp32"] == "float32" and named["bf16"] == "uint16" and named["pointer<fp32>"] == "uint64"
+    assert "KeyError" in {a[1] for a in answers}  # a type the table lacks (void, ...) raises as before

@@ -33,7 +33,7 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   argument raised ``TypeError`` (found on an H100 machine's Triton 3.6; Triton 3.9 squeezes
   first). Here it squeezes first, as 3.9 does.
 
-Two more changes are for speed, not for honest code, and change no result. First, **overflow
+Three more changes are for speed, not for honest code, and change no result. First, **overflow
 checks whose verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interpreter's default),
 every integer ``+``, ``-`` and ``*`` of a kernel (``pid * BLOCK + tl.arange(0, BLOCK)``, pointer
 offsets) is redone in int64 and compared with the int32 range, and the result goes to
@@ -44,7 +44,9 @@ so the assertions that *can* fire are untouched. Second, **``tl`` re-patched at 
 call.** The interpreter swaps ``tl``'s builtins for its own at each launch, and again, unrestored, at
 each call of a ``@triton.jit`` function inside it (``tl.sum``, ``tl.max``, ``tl.cumsum`` are such
 functions): 25-45 % of a forward with a reduction in a loop. A repeat for a namespace already
-patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`).
+patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`). Third, the
+numpy dtype of a Triton dtype comes from a table built once (`_numpy_dtype_table`), not from a dict
+the interpreter rebuilds at every load, store and cast.
 
 And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
 ``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
@@ -404,6 +406,37 @@ def _repeated_device_call_patches() -> None:
     interpreter._patch_lang = patch_lang_once
 
 
+def _numpy_dtype_table() -> None:
+    """Look a Triton dtype's numpy dtype up in a table built once, not once per call.
+
+    The interpreter's `_get_np_dtype` builds a dict of 17 Triton dtypes (each hashed by a Python
+    ``__hash__``) at every call, and it is called for every load, store, cast and constant of
+    every program. Same answers: a block type answers for its element type, pointers are
+    ``uint64``, and a type the table lacks raises the interpreter's own ``KeyError``.
+    """
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_get_np_dtype", None)
+    if original is None or getattr(original, "_tritongym_table", False):
+        return
+    table: dict[Any, np.dtype] = {}
+    pointer = np.dtype(np.uint64)
+
+    def get_np_dtype(tt_dtype: Any) -> np.dtype:
+        if isinstance(tt_dtype, tl.block_type):
+            tt_dtype = tt_dtype.element_ty
+        if isinstance(tt_dtype, tl.pointer_type):
+            return pointer
+        found = table.get(tt_dtype)
+        if found is None:
+            found = table[tt_dtype] = original(tt_dtype)
+        return found
+
+    get_np_dtype._tritongym_table = True  # type: ignore[attr-defined]
+    interpreter._get_np_dtype = get_np_dtype
+
+
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
     from tritongym.evaluator.worker import inductor_compat
@@ -419,4 +452,5 @@ def install() -> None:
     _scalar_index()
     _name_removed_block_pointers()
     _discarded_overflow_checks()
+    _numpy_dtype_table()
     _repeated_device_call_patches()  # after `_builtin_aliases`: its aliasing is skipped with the repeats
