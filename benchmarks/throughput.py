@@ -14,11 +14,11 @@ Printed as Markdown: evaluations/min and the ratios, tritongym's per-phase laten
 import; from the fork server's jobs after the first), and the memory per idle slot (fork server
 resident set; pages shared with its children are copy-on-write).
 
-tritongym's workers install two speed fixes to Triton's interpreter that change no result
-(`interpreter_fixes`: the discarded integer-overflow checks skipped, ``tl`` patched once per
-namespace and launch), which the naive harnesses, running the stock interpreter, lack;
-``--like-for-like`` gives the naive harnesses the same two fixes, so the ratios then compare the
-harnesses' own work.
+tritongym's workers install three speed fixes to Triton's interpreter that change no result
+(`interpreter_fixes.install_speedups`: the discarded integer-overflow checks skipped, ``tl`` patched
+once per namespace and launch, numpy dtypes from a table), which the naive harnesses, running the
+stock interpreter, lack; ``--like-for-like`` gives the naive harnesses the same fixes, so the ratios
+then compare the harnesses' own work.
 
 Usage: ``python benchmarks/throughput.py [--workers 2] [--evals 51] [--like-for-like]`` (CPU:
 TRITON_INTERPRET=1).
@@ -43,9 +43,8 @@ import importlib.util, json, os, sys, torch
 import triton  # noqa: F401
 
 if os.environ.get("NAIVE_INTERPRETER_SPEEDUPS") == "1":  # --like-for-like: tritongym's interpreter speed fixes
-    from tritongym.evaluator.worker.interpreter_fixes import _discarded_overflow_checks, _repeated_device_call_patches
-    _discarded_overflow_checks()
-    _repeated_device_call_patches()
+    from tritongym.evaluator.worker.interpreter_fixes import install_speedups
+    install_speedups()
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -100,8 +99,8 @@ def batch(evals: int) -> list[tuple[str, str]]:
 
 
 THREADS = {"n": 1}
-#: ``--like-for-like``: the naive harnesses get the interpreter's two speed fixes tritongym's workers
-#: have (`interpreter_fixes._discarded_overflow_checks`, `_repeated_device_call_patches`).
+#: ``--like-for-like``: the naive harnesses get the interpreter's speed fixes tritongym's workers
+#: have (`interpreter_fixes.install_speedups`).
 LIKE_FOR_LIKE = {"on": False}
 
 
@@ -187,8 +186,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--evals", type=int, default=51)
     parser.add_argument("--like-for-like", action="store_true",
-                        help="the naive harnesses get tritongym's two interpreter speed fixes (the discarded overflow "
-                             "checks skipped, tl patched once per launch): the same interpreter work on both sides")
+                        help="the naive harnesses get tritongym's interpreter speed fixes (the discarded overflow "
+                             "checks skipped, tl patched once per launch, a dtype table): the same interpreter "
+                             "work on both sides")
     args = parser.parse_args()
     LIKE_FOR_LIKE["on"] = args.like_for_like
     jobs = batch(args.evals)

@@ -451,6 +451,12 @@ def install() -> None:
     _comparisons_int1()
     _scalar_index()
     _name_removed_block_pointers()
+    install_speedups()  # after `_builtin_aliases`: its aliasing is skipped with the repeated patches
+
+
+def install_speedups() -> None:
+    """The speed fixes alone (no result changes): the workers get them from `install`;
+    ``benchmarks/throughput.py --like-for-like`` gives them to its naive harnesses."""
     _discarded_overflow_checks()
     _numpy_dtype_table()
-    _repeated_device_call_patches()  # after `_builtin_aliases`: its aliasing is skipped with the repeats
+    _repeated_device_call_patches()
