@@ -556,3 +556,18 @@ def test_a_kernel_calling_eval_through_tl_core_is_not_built(tmp_path):
     with pytest.raises(KernelRefused, match=r"kernel k: line 7: core.builtins.eval \(eval, which is builtins's, "
                                             r"not Triton's\); line 7: core.builtins \(module builtins\)"):
         KernelBuilder(source, str(tmp_path)).build("k:5", table)
+
+
+def test_a_pybind_enum_of_triton_ir_passes_as_on_triton_3_6():
+    # Triton 3.6 (the GPU image's) makes tl.PropagateNan a pybind11 enum: the class has __members__,
+    # its metaclass (pybind11_type) has none; Triton 3.9's is a Python enum. Both are kernel values.
+    meta = type("pybind11_type", (type,), {})
+    propagate_nan = meta("PROPAGATE_NAN", (), {"__module__": "triton._C.libtriton.ir"})
+    propagate_nan.__members__ = {"ALL": propagate_nan()}
+    assert not hasattr(type(propagate_nan), "__members__")
+    assert refused_object(propagate_nan, "PropagateNan") is None
+    assert refused_object(propagate_nan.__members__["ALL"], "ALL") is None
+    # Its other classes (no __members__) stay refused, as on 3.9.
+    builder = meta("builder", (), {"__module__": "triton._C.libtriton.ir"})
+    assert refused_object(builder, "builder") == "builder, which is triton._C.libtriton.ir's, not Triton's"
+    assert refused_object(builder(), "b") == "b, which is triton._C.libtriton.ir's, not Triton's"

@@ -372,8 +372,14 @@ def test_a_checked_access_passes_its_keyword_arguments_on_to_triton(checked):
     x = torch.arange(4, dtype=torch.float32)
     start = x.data_ptr()
     pointers = _handle([start + 4 * i for i in range(4)], tl.pointer_type(tl.float32))
+    # The cache keywords differ between Tritons (3.9: cache_policy; 3.6: cache_modifier, eviction_policy).
+    from triton.runtime import interpreter
+
+    source = inspect.getsource(interpreter)
+    cache = {"cache_policy": None} if "def create_masked_load(self, ptrs, mask, other, cache_policy" in source \
+        else {"cache_modifier": None, "eviction_policy": None}
     with bounds.launch("k", tensor_buffers(["x_ptr"], [x], {})):
-        loaded = builder.create_masked_load(pointers, _handle([True] * 4, tl.int1), other=None, cache_policy=None,
+        loaded = builder.create_masked_load(pointers, _handle([True] * 4, tl.int1), other=None, **cache,
                                             is_volatile=False)
     assert loaded.data.tolist() == [0.0, 1.0, 2.0, 3.0]
 

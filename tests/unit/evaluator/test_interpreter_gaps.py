@@ -78,7 +78,14 @@ def test_bf16_dot_multiplies_values_with_fp32_accumulation(bare, fixed):
 
 
 def test_a_block_mask_anded_with_a_scalar_condition_is_a_mask(bare, fixed):
-    assert "mask has unsupported dtype" in str(bare["mask_1"]), f"the bare interpreter accepts it now: {bare}"
+    import triton
+
+    # The gap is Triton 3.9's (Triton 3.6's interpreter, the GPU image's, accepts the mask: checked
+    # with 3.6.0 and NumPy 2.4 on 2026-11-27); the fix must give the right values on both.
+    if tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9):
+        assert "mask has unsupported dtype" in str(bare["mask_1"]), f"the bare interpreter accepts it now: {bare}"
+    else:
+        assert bare["mask_1"] == 0.0 or "mask has unsupported dtype" in str(bare["mask_1"]), bare
     assert fixed["mask_1"] == 0.0 and fixed["mask_0"] == 0.0, fixed
 
 

@@ -85,7 +85,10 @@ def refused_object(value: Any, name: str) -> str | None:
     owner = getattr(value, "__module__", None)
     if (owner in KERNEL_MODULES or owner in STAND_IN_MODULES) and name not in HOST_HELPERS:
         return None
-    if owner == _IR_MODULE and hasattr(type(value), "__members__"):  # an enum class or member (EnumType's)
+    # An enum class or member: on Triton 3.9 a Python enum (``type(PropagateNan)`` is EnumType, which
+    # has ``__members__``); on 3.6 a pybind11 enum, whose metaclass has none, only the class itself.
+    if owner == _IR_MODULE and (isinstance(value, type) and hasattr(value, "__members__")
+                                or hasattr(type(value), "__members__")):
         return None
     return f"{name}, which is {owner or 'Python'}'s, not Triton's"
 
