@@ -43,7 +43,7 @@ the built-in solutions (`_discarded_overflow_checks`); here it is skipped whenev
 so the assertions that *can* fire are untouched. Second, **``tl`` re-patched at every device-function
 call.** The interpreter swaps ``tl``'s builtins for its own at each launch, and again, unrestored, at
 each call of a ``@triton.jit`` function inside it (``tl.sum``, ``tl.max``, ``tl.cumsum`` are such
-functions): 25-45 % of a forward with a reduction in a loop. A repeat for a namespace already
+functions): 23-43 % of a forward with a reduction in a loop. A repeat for a namespace already
 patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`). Third, the
 numpy dtype of a Triton dtype comes from a table built once (`_numpy_dtype_table`), not from a dict
 the interpreter rebuilds at every load, store and cast.
@@ -356,7 +356,7 @@ def _repeated_device_call_patches() -> None:
     ``tl.tensor``, ``tl.math``, a closure per builtin, ~0.4 ms) when a launch starts, and again at
     every call of a ``@triton.jit`` device function inside it (`InterpretedFunction.__call__`),
     which discards that second scope unrestored. ``tl.sum``, ``tl.max`` and ``tl.cumsum`` are such
-    functions, so a reduction in a loop re-patches per program and iteration: 30-45 % of a
+    functions, so a reduction in a loop re-patches per program and iteration: 40-43 % of a
     ``07_softmax`` or ``15_cumsum`` forward. A repeated patch for a namespace already patched in
     the same launch changes nothing: every builtin it would wrap is already wrapped (a wrapper is
     no longer a builtin), and it re-sets the same attributes to equivalent fresh closures. So the
