@@ -1,11 +1,13 @@
 """The CPU interpreter's speed fixes, side by side: one bare forward per built-in solution.
 
-tritongym's workers install three changes to Triton's interpreter that change no result
-(`interpreter_fixes`): they skip the integer-overflow checks the interpreter computes and then
-discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`), they patch
-``tl`` once per namespace and launch instead of at every device-function call
-(`_repeated_device_call_patches`), and they look numpy dtypes up in a table built once
-(`_numpy_dtype_table`). This runs each solution's forward in one process with every other fix
+tritongym's workers install four changes to Triton's interpreter that change no result
+(`interpreter_fixes.install_speedups`): they skip the integer-overflow checks the interpreter
+computes and then discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`),
+they patch ``tl`` once per namespace and launch instead of at every device-function call
+(`_repeated_device_call_patches`), they look numpy dtypes up in a table built once
+(`_numpy_dtype_table`), and they build ``block_type`` and ``tensor`` objects' shape fields from a
+table and skip same-shape broadcasts (`interpreter_types`). This runs each solution's forward in
+one process with every other fix
 installed, the settings rotating per call (none, then one more fix at a time), and prints the
 medians and whether the outputs were bit-identical every time.
 
@@ -29,7 +31,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table")
+SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ type tables")
 
 
 def load(path: Path, name: str):  # noqa: ANN201
@@ -49,6 +51,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
+    from triton.language import core, semantic
     from triton.runtime import interpreter
 
     from tritongym.evaluator.worker import interpreter_fixes
@@ -69,6 +72,9 @@ def main() -> None:
     once = hooks()
     skipped = interpreter.interpreter_builder.options
     computed = dataclasses.replace(skipped, sanitize_overflow=True)
+    owner = semantic.TritonSemantic
+    tables = core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value  # installed by install()
+    no_tables = tuple(function.__wrapped__ for function in tables)
 
     def use(setting: str) -> None:
         position = SETTINGS.index(setting)
@@ -78,6 +84,8 @@ def main() -> None:
         interpreter._patch_lang = patch
         interpreter.GridExecutor.__call__ = launch
         interpreter.InterpretedFunction.__call__ = device_call
+        core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value = (
+            tables if position >= 4 else no_tables)
 
     names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
     print(f"| solution | {' | '.join(SETTINGS)} | none ÷ all | outputs bit-identical |")

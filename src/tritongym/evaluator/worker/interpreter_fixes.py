@@ -33,7 +33,7 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   argument raised ``TypeError`` (found on an H100 machine's Triton 3.6; Triton 3.9 squeezes
   first). Here it squeezes first, as 3.9 does.
 
-Three more changes are for speed, not for honest code, and change no result. First, **overflow
+Four more changes are for speed, not for honest code, and change no result. First, **overflow
 checks whose verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interpreter's default),
 every integer ``+``, ``-`` and ``*`` of a kernel (``pid * BLOCK + tl.arange(0, BLOCK)``, pointer
 offsets) is redone in int64 and compared with the int32 range, and the result goes to
@@ -46,7 +46,10 @@ each call of a ``@triton.jit`` function inside it (``tl.sum``, ``tl.max``, ``tl.
 functions): 23-43 % of a forward with a reduction in a loop. A repeat for a namespace already
 patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`). Third, the
 numpy dtype of a Triton dtype comes from a table built once (`_numpy_dtype_table`), not from a dict
-the interpreter rebuilds at every load, store and cast.
+the interpreter rebuilds at every load, store and cast. Fourth, in `interpreter_types`: the shape-derived fields of
+``block_type`` and ``tensor`` objects (built for every operation of every program) come from a
+table keyed by the shape, and a broadcast of two same-shape operands returns them without
+Triton's dimension-by-dimension comparison.
 
 And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
 ``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
@@ -457,6 +460,9 @@ def install() -> None:
 def install_speedups() -> None:
     """The speed fixes alone (no result changes): the workers get them from `install`;
     ``benchmarks/throughput.py --like-for-like`` gives them to its naive harnesses."""
+    from tritongym.evaluator.worker import interpreter_types
+
     _discarded_overflow_checks()
     _numpy_dtype_table()
     _repeated_device_call_patches()
+    interpreter_types.install()

@@ -1,0 +1,162 @@
+"""Cheaper type bookkeeping for Triton's CPU interpreter: the same objects, built from a table.
+
+Under ``TRITON_INTERPRET=1`` every operation of every program runs Triton's frontend in Python:
+``x + 1`` type-checks its operands, builds a ``block_type`` for the splat, a ``tensor`` for each
+result, and each of those builds ``tl.tuple`` shapes (a tuple type per tuple, a ``constexpr`` per
+dimension, a string name). The numpy work is small next to that: in a py-spy profile of the
+built-in solutions' forwards (every other speed fix installed), ``block_type.__init__`` was 19 %,
+``tensor.__init__`` 12 % and ``broadcast_impl_value`` 35 % (inclusive) of interpreted time, most of
+it spent recomputing what depends on the shape alone.
+
+Three changes, none of which changes a value or a type the interpreter computes:
+
+* `_block_type_fields`: a ``block_type`` of a shape seen before gets its shape-derived fields
+  (the tuple type, ``numel``, the shape's text in ``name``) from a table keyed by the shape's
+  integers, instead of unwrapping, validating and formatting the shape again. The element type is
+  the caller's, and ``name`` is formatted with it exactly as Triton formats it.
+* `_tensor_fields`: a ``tensor`` of a shape seen before gets ``numel`` and its ``constexpr``
+  dimensions from the table (the dimensions are the same immutable ``constexpr`` objects; each
+  tensor gets its own ``tl.tuple`` and list around them).
+* `_same_shape_broadcasts`: ``broadcast_impl_value`` of two blocks of one shape, or of two
+  scalars, returns its operands unchanged, which is what Triton's does after comparing the shapes
+  dimension by dimension through ``tl.tuple.__eq__`` (which builds a ``tl.tuple`` per comparison).
+
+Anything else (shapes holding ``constexpr`` objects or non-``int`` values, the first shape of its
+kind, a shape Triton rejects) goes through Triton's own code; a rejected shape is never tabled, so
+it raises Triton's error every time. Every object a table hands out is either immutable in use
+(``int``, ``str``, ``constexpr``) or new per call (each ``tl.tuple``, its list, its tuple type), so
+no two tensors or types share state they could change. Tables are capped (`TABLE_LIMIT` shapes);
+past the cap new shapes take Triton's path. Measured by ``benchmarks/interpreter_speedups.py``;
+tested for identical fields and outputs in ``tests/unit/evaluator/test_interpreter_gaps.py``.
+Installed by `interpreter_fixes.install_speedups` (the CPU tier only: a GPU compiles kernels, and
+the compiler's code generator is never run with these installed).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+#: Shapes remembered per table (a kernel uses a handful; past this, Triton's own path runs).
+TABLE_LIMIT = 4096
+
+
+def _int_dims(shape: Any, tl_tuple: type) -> builtins.tuple[int, ...] | None:
+    """`shape`'s dimensions as a key when they are plain ints in a list or ``tl.tuple``, else None.
+
+    Only ``list`` and ``tl.tuple`` qualify: Triton's ``block_type`` asserts
+    ``isinstance(shape, (list, tuple))`` where ``tuple`` is ``tl.tuple``, so a builtin tuple must
+    keep reaching that assertion.
+    """
+    kind = type(shape)
+    values = shape.values if kind is tl_tuple else shape if kind is list else None
+    if type(values) is not list or not values:
+        return None
+    key = builtins.tuple(values)
+    for dim in key:
+        if type(dim) is not int:
+            return None
+    return key
+
+
+def _new_tuple(tl: Any, values: list[Any], types: list[Any], fields: Any) -> Any:
+    """A ``tl.tuple`` of `values` with a fresh tuple type of `types`: what ``tl.tuple(values)``
+    builds, without recomputing the element types."""
+    shape = tl.tuple.__new__(tl.tuple)
+    shape.values = values
+    shape.type = tl.tuple_type(list(types), list(fields) if type(fields) is list else fields)  # 3.6: a list
+    return shape
+
+
+def _block_type_fields() -> None:
+    from triton.language import core as tl
+
+    original = tl.block_type.__init__
+    if getattr(original, "_tritongym_table", False):
+        return
+    table: dict[builtins.tuple[int, ...], builtins.tuple[list[Any], Any, int, str]] = {}
+
+    def __init__(self: Any, element_ty: Any, shape: Any) -> None:
+        key = _int_dims(shape, tl.tuple)
+        found = table.get(key) if key is not None else None
+        if found is None:
+            original(self, element_ty, shape)
+            if key is not None and len(table) < TABLE_LIMIT:
+                made = self.shape
+                table[key] = (list(made.type.types), made.type.fields, self.numel, str(made))
+            return
+        types, fields, numel, text = found
+        self.element_ty = element_ty
+        self.shape = _new_tuple(tl, list(key), types, fields)
+        self.numel = numel
+        self.name = f'<{text}, {element_ty}>'  # Triton's format, with the shape's text tabled
+
+    __init__._tritongym_table = True  # type: ignore[attr-defined]
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    tl.block_type.__init__ = __init__
+
+
+def _tensor_fields() -> None:
+    from triton.language import core as tl
+
+    original = tl.tensor.__init__
+    if getattr(original, "_tritongym_table", False):
+        return
+    table: dict[builtins.tuple[int, ...], builtins.tuple[Any, list[Any], list[Any], Any]] = {}
+
+    def __init__(self: Any, handle: Any, type: Any) -> None:  # noqa: A002 (Triton's parameter name)
+        key = _int_dims(getattr(type, "shape", None), tl.tuple) if type.is_block() else ()
+        found = table.get(key) if key is not None else None
+        if found is None:
+            original(self, handle, type)
+            if key is not None and len(table) < TABLE_LIMIT:
+                made = self.shape
+                table[key] = (self.numel, list(made.values), list(made.type.types), made.type.fields)
+            return
+        numel, dims, types, fields = found
+        # Attributes in Triton's order (it assigns ``shape`` first, then rebinds it).
+        self.handle = handle
+        self.shape = _new_tuple(tl, list(dims), types, fields)
+        self.numel = numel
+        self.type = type
+        self.dtype = type.scalar
+
+    __init__._tritongym_table = True  # type: ignore[attr-defined]
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    tl.tensor.__init__ = __init__
+
+
+def _same_shape_broadcasts() -> None:
+    from triton.language import core as tl
+    from triton.language import semantic
+
+    owner = getattr(semantic, "TritonSemantic", None)
+    original = getattr(owner, "broadcast_impl_value", None)
+    if original is None or getattr(original, "_tritongym_table", False):
+        return
+
+    def broadcast_impl_value(self: Any, lhs: Any, rhs: Any) -> Any:
+        lhs_ty, rhs_ty = lhs.type, rhs.type
+        lhs_block, rhs_block = lhs_ty.is_block(), rhs_ty.is_block()
+        if not lhs_block and not rhs_block:
+            return lhs, rhs  # Triton's scalar-scalar case
+        if lhs_block and rhs_block:
+            dims = _int_dims(lhs_ty.shape, tl.tuple)
+            if dims is not None and dims == _int_dims(rhs_ty.shape, tl.tuple):
+                return lhs, rhs  # one shape: Triton's loop finds nothing to broadcast
+        return original(self, lhs, rhs)
+
+    broadcast_impl_value._tritongym_table = True  # type: ignore[attr-defined]
+    broadcast_impl_value.__wrapped__ = original  # type: ignore[attr-defined]
+    owner.broadcast_impl_value = broadcast_impl_value
+
+
+def install() -> None:
+    """Install the three tables (idempotent; a Triton without these classes is left as it is)."""
+    from triton.language import core as tl
+
+    if not all(hasattr(tl, name) for name in ("block_type", "tensor", "tuple", "tuple_type")):
+        return
+    _block_type_fields()
+    _tensor_fields()
+    _same_shape_broadcasts()
