@@ -37,7 +37,7 @@ from tritongym.errors import EvaluatorError, OptionsError, SolutionError, Triton
 from tritongym.evaluator import checks, measurement, replays, trivial
 from tritongym.evaluator.common.channel import MAX_EXTERNAL_BYTES, Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.common.families import FAMILY_TASK
-from tritongym.evaluator.compare import Comparison, compare_outputs, shared_float64
+from tritongym.evaluator.compare import Comparison, compare_outputs, identical_outputs, shared_float64
 from tritongym.evaluator.interpreter_gaps import interpreter_gaps
 from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
@@ -447,10 +447,17 @@ class _Evaluation:
         work it executed. The candidate's outputs are only a filter: it can compute them with
         torch and hide that from its log, so being better than a trivial output or float32-accurate
         must hold for what the logged work gives (`harness_clean_forged_accuracy_*.py`)."""
-        trial = ReferenceTrial(family=record.family, inputs=record.inputs, expected=record.expected,
-                               compute_ops=[], finite=True, truth=record.truth)
-        with shared_float64():
-            review = self.review_outputs(trial, payload.get("outputs"), record.previous_mean)
+        outputs = payload.get("outputs")
+        if record.candidate_review is not None and identical_outputs(record.candidate_outputs, outputs):
+            # The same bytes as the candidate's outputs for this trial: the checks read nothing else
+            # (the record's inputs, expected, truth and baseline are the ones they were reviewed with),
+            # so the review is the one already made, without computing it again.
+            review = record.candidate_review
+        else:
+            trial = ReferenceTrial(family=record.family, inputs=record.inputs, expected=record.expected,
+                                   compute_ops=[], finite=True, truth=record.truth)
+            with shared_float64():
+                review = self.review_outputs(trial, outputs, record.previous_mean)
         comparison = review.comparison
         if not comparison.passed:
             self.add_violation(Violation(
@@ -508,13 +515,14 @@ class _Evaluation:
         if reply.get("nonce") != nonce:
             raise ProtocolError("the reply answers another request (nonce mismatch)")
         previous = self.baselines.previous_mean(family, [e.shape for e in trivial.float_leaves(trial.expected)])
-        self.record_call(index, trial, reply, previous)
+        review = self.record_call(index, trial, reply, previous)
         ran = checks.CallEvidence.parse(reply.get("evidence")).autotune
         self.records.append(replays.TrialRecord(
             index=index, family=family, inputs=trial.inputs, expected=trial.expected,
             compute_work=tuple(trial.compute_work), moved_elements=trial.moved_elements, log=reply.get("log"),
             configs=[(kernel, position) for kernel, _config, position, _count in ran],
-            truth=trial.truth, previous_mean=previous))
+            truth=trial.truth, previous_mean=previous, candidate_outputs=reply.get("outputs"),
+            candidate_review=review))
 
     def config_combos(self) -> list[tuple[tuple[str, int], ...]]:
         """Each trial's autotune configs as one comparable combination (empty: no autotuning)."""
@@ -552,10 +560,10 @@ class _Evaluation:
                                          f"the candidate changed the harness's environment {when}: {', '.join(names)}"))
 
     def record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any],
-                    previous: list[torch.Tensor] | None = None) -> None:
+                    previous: list[torch.Tensor] | None = None) -> OutputReview:
         # One float64 copy per tensor for all the checks of this trial's outputs (`shared_float64`).
         with shared_float64():
-            self._record_call(index, trial, reply, previous)
+            return self._record_call(index, trial, reply, previous)
 
     def review_outputs(self, trial: ReferenceTrial, outputs: Any,
                        previous: list[torch.Tensor] | None) -> OutputReview:
@@ -597,7 +605,7 @@ class _Evaluation:
                 self.notices.append(notice)
 
     def _record_call(self, index: int, trial: ReferenceTrial, reply: dict[str, Any],
-                     previous: list[torch.Tensor] | None) -> None:
+                     previous: list[torch.Tensor] | None) -> OutputReview:
         evidence = checks.CallEvidence.parse(reply.get("evidence"))
         outputs = reply.get("outputs")
         review = self.review_outputs(trial, outputs, previous)
@@ -622,7 +630,7 @@ class _Evaluation:
         for launch in evidence.launches:
             self.launches.setdefault((launch.kernel, launch.candidate), []).append(launch.grid)
         if not self.options.candidate_checks:
-            return
+            return review
         for violation in checks.run_call_checks(evidence, self.reference_ops, trial.compute_work,
                                                    trial.moved_elements):
             if violation.code == ViolationCode.NO_TRITON_LAUNCH and not self.kernels_found and not any(
@@ -631,6 +639,7 @@ class _Evaluation:
                                       "the solution defines no Triton kernel (none was found after the import, and "
                                       "none was launched); write the computation as Triton kernels")
             self.add_violation(violation)
+        return review
 
     def finish(self, failure: CandidateFailed | None, candidate: WorkerProcess | None, started: float) -> EvalResult:
         for kernel, (positions, count) in self.autotune_checked.items():

@@ -57,6 +57,10 @@ class TrialRecord:
     #: the replay's outputs get every check the candidate's got (`parent.review_outputs`)
     truth: Any = None
     previous_mean: list[torch.Tensor] | None = None
+    #: the candidate's outputs and the parent's review of them (`parent.OutputReview`): a replay
+    #: that gives the same bytes gets the same review without recomputing it
+    candidate_outputs: Any = None
+    candidate_review: Any = None
 
 
 def log_error(log: Any) -> str | None:

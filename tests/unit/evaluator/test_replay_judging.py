@@ -647,3 +647,73 @@ def test_the_timed_trial_is_always_a_replayed_task_trial_and_any_replayed_one_wi
     doubling_records(run)
     assert {run._measured_trial([1, 2, 3, 4]).index for _ in range(60)} == {1}
     assert {run._measured_trial([2, 3]).index for _ in range(60)} == {2, 3}
+
+
+def test_a_replay_with_the_candidates_bytes_is_reviewed_by_the_candidates_review():
+    """The review the parent made of the candidate's outputs is reused for a replay that gave the
+    same bytes, and only then: one bit of difference and the replay is reviewed on its own."""
+    record = vector_trial()
+    run = evaluation()
+    candidate = record.expected.clone()
+    record.candidate_outputs = candidate
+    record.candidate_review = run.review_outputs(
+        run_trial(record), candidate, record.previous_mean)
+    reviewed: list[Any] = []
+    original = run.review_outputs
+    run.review_outputs = lambda *args: reviewed.append(args) or original(*args)  # type: ignore[method-assign]
+    assert run._judge_replay(record, replayed(candidate.clone())) is True
+    assert reviewed == [] and run.violations == {}
+    # One element one ulp away: not the candidate's bytes, so the replay's own review decides.
+    nudged = candidate.clone()
+    nudged[7] = torch.nextafter(nudged[7], torch.tensor(float("inf")))
+    assert run._judge_replay(record, replayed(nudged)) is True
+    assert len(reviewed) == 1
+
+
+def test_a_reused_review_is_only_as_good_as_the_bytes_it_was_made_of():
+    # A candidate whose own outputs passed, replayed to a trivial output: the replay is reviewed
+    # (the bytes differ) and refused, whatever the candidate's review said.
+    record = mean_trial()
+    run = evaluation(precision_policy="off")
+    record.candidate_outputs = record.expected.clone()
+    record.candidate_review = run.review_outputs(run_trial(record), record.candidate_outputs, record.previous_mean)
+    assert record.candidate_review.violations == []
+    assert run._judge_replay(record, replayed(torch.tensor(0.5))) is False
+    assert ViolationCode.TRIVIAL_OUTPUT in run.violations
+    # And a trivial candidate output replayed bit for bit is refused through the reused review.
+    trivial_record = mean_trial()
+    again = evaluation(precision_policy="off")
+    trivial_record.candidate_outputs = torch.tensor(0.5)
+    trivial_record.candidate_review = again.review_outputs(run_trial(trivial_record), torch.tensor(0.5),
+                                                           trivial_record.previous_mean)
+    assert again._judge_replay(trivial_record, replayed(torch.tensor(0.5))) is False
+    assert again.violations[ViolationCode.TRIVIAL_OUTPUT].message.startswith(
+        "trial 1, measured on the clean room's re-execution of the launch log")
+
+
+def run_trial(record: replays.TrialRecord) -> Any:
+    from tritongym.evaluator.reference import ReferenceTrial
+
+    return ReferenceTrial(family=record.family, inputs=record.inputs, expected=record.expected, compute_ops=[],
+                          finite=True, truth=record.truth)
+
+
+def test_identical_outputs_means_the_same_bytes_in_the_same_structure():
+    from tritongym.evaluator.compare import identical_outputs
+
+    x = torch.randn(6, 4)
+    nan_a = torch.tensor([float("nan"), 1.0])
+    nan_b = nan_a.view(torch.int32).clone()
+    nan_b[0] += 1  # another NaN payload
+    assert identical_outputs(x, x.clone()) and identical_outputs((x, [x]), (x.clone(), [x.clone()]))
+    assert identical_outputs(nan_a, nan_a.clone()) and identical_outputs(None, None)
+    assert identical_outputs(x.t(), x.t().contiguous())  # the values in order, whatever the strides
+    assert not identical_outputs(nan_a, nan_b.view(torch.float32))
+    assert not identical_outputs(torch.tensor([0.0]), torch.tensor([-0.0]))  # equal values, other bits
+    assert not identical_outputs(x, x.double())
+    assert not identical_outputs(x, x.reshape(4, 6))
+    assert not identical_outputs((x,), [x])
+    assert not identical_outputs((x, x), (x,))
+    assert not identical_outputs(x, None) and not identical_outputs(None, x)
+    assert not identical_outputs(1.0, 1.0)  # not a tensor: reviewed on its own
+    assert not identical_outputs(torch.nn.Parameter(x), x)
