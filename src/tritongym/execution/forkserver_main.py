@@ -81,6 +81,19 @@ def _warm_triton_specialisation() -> None:
 
 _warm_triton_specialisation()
 
+
+def _install_interpreter_fixes() -> None:
+    """Install the CPU interpreter's fixes here, once, for every child to inherit.
+
+    Both roles this server forks on the CPU tier (candidate and clean room) install
+    `interpreter_fixes` before anything else runs Triton; done in each child it cost ~9 ms (the
+    import and the patches) twice per evaluation. The children still call `install()`, which finds
+    it done (every fix is idempotent). Trusted here: no candidate code has run in this process.
+    """
+    from tritongym.evaluator.worker import interpreter_fixes
+
+    interpreter_fixes.install()
+
 #: The worker a job's ``role`` runs: a fixed table (a frame names a role, never a module). Every
 #: role gets the same jail (`_grandchild`).
 WORKERS: dict[str, ModuleType] = {
@@ -411,6 +424,8 @@ def main() -> None:
                         help="run unjailed and fork reference workers only (problem code from this machine)")
     args = parser.parse_args()
     seccomp.make_non_dumpable()
+    if args.device == "cpu" and not args.trusted:
+        _install_interpreter_fixes()
     control = socket.socket(fileno=args.fd)
     serve(control, trusted=args.trusted)
 
