@@ -171,7 +171,8 @@ def test_same_shape_broadcasts_return_what_triton_returns():
 def test_the_builtin_solutions_are_bit_identical_with_and_without_the_tables():
     """Every built-in solution's forward, with the tables and with Triton's originals, alternating."""
     report = run(f'''
-        import importlib.util, torch
+        import torch
+        from tritongym.evaluator.worker.startup import load_module as load
         from pathlib import Path
         from triton.language import semantic as semantic_module
         from tritongym.evaluator.worker import interpreter_fixes
@@ -181,17 +182,11 @@ def test_the_builtin_solutions_are_bit_identical_with_and_without_the_tables():
         originals = tuple(f.__wrapped__ for f in tables)
         def use(functions):
             core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value = functions
-        def load(path, name):
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            return module
         root = Path({str(ROOT)!r})
         same = {{}}
         for path in sorted((root / "examples" / "builtin").glob("[0-9]*.py")):
-            problem = load(root / "src" / "tritongym" / "tasks" / "builtin" / path.name, "p_" + path.stem)
-            solution = load(path, "s_" + path.stem)
+            problem = load(str(root / "src" / "tritongym" / "tasks" / "builtin" / path.name), "p_" + path.stem)
+            solution = load(str(path), "s_" + path.stem)
             torch.manual_seed(0)
             model = solution.ModelNew(*problem.get_init_inputs())
             inputs = problem.get_inputs()
