@@ -27,9 +27,9 @@ it raises Triton's error every time. Every object a table hands out is either im
 (``int``, ``str``, ``constexpr``) or new per call (each ``tl.tuple``, its list, its tuple type), so
 no two tensors or types share state they could change. Tables are capped (`TABLE_LIMIT` shapes);
 past the cap new shapes take Triton's path. Measured by ``benchmarks/interpreter_speedups.py``;
-tested for identical fields and outputs in ``tests/unit/evaluator/test_interpreter_gaps.py``.
-Installed by `interpreter_fixes.install_speedups` (the CPU tier only: a GPU compiles kernels, and
-the compiler's code generator is never run with these installed).
+tested for identical fields and outputs in ``tests/unit/evaluator/test_interpreter_types.py``.
+Installed by `interpreter_fixes.install_speedups`, on the CPU tier only (a GPU compiles its kernels;
+the tables would build the same objects there, but nothing there was measured or tested).
 """
 
 from __future__ import annotations
