@@ -5,11 +5,11 @@ tritongym's workers install four changes to Triton's interpreter that change no 
 computes and then discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`),
 they patch ``tl`` once per namespace and launch instead of at every device-function call
 (`_repeated_device_call_patches`), they look numpy dtypes up in a table built once
-(`_numpy_dtype_table`), and they build ``block_type`` and ``tensor`` objects' shape fields from a
-table and skip same-shape broadcasts (`interpreter_types`). This runs each solution's forward in
-one process with every other fix
-installed, the settings rotating per call (none, then one more fix at a time), and prints the
-medians and whether the outputs were bit-identical every time.
+(`_numpy_dtype_table`), they build ``block_type`` and ``tensor`` objects' shape fields from a
+table, and they compare and broadcast shapes as ints (`interpreter_types`). This runs each
+solution's forward in one process with every other fix installed, the settings rotating per call
+(none, then one more fix at a time), and prints the medians and whether the outputs were
+bit-identical every time.
 
 Usage: ``python benchmarks/interpreter_speedups.py [--reps 6] [NAME ...]`` (default: the whole
 built-in suite; CPU, ``TRITON_INTERPRET=1`` is set here).
@@ -31,7 +31,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ type tables")
+SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ type tables",
+            "+ int-shape broadcasts")
 
 
 def load(path: Path, name: str):  # noqa: ANN201
@@ -84,8 +85,8 @@ def main() -> None:
         interpreter._patch_lang = patch
         interpreter.GridExecutor.__call__ = launch
         interpreter.InterpretedFunction.__call__ = device_call
-        core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value = (
-            tables if position >= 4 else no_tables)
+        core.block_type.__init__, core.tensor.__init__ = (tables if position >= 4 else no_tables)[:2]
+        owner.broadcast_impl_value = (tables if position >= 5 else no_tables)[2]
 
     names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
     print(f"| solution | {' | '.join(SETTINGS)} | none ÷ all | outputs bit-identical |")

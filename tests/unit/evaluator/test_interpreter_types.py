@@ -126,46 +126,61 @@ def test_tensors_from_the_table_have_tritons_fields():
     assert report["b"] == report["c"] == [2, 8]
 
 
-def test_same_shape_broadcasts_return_what_triton_returns():
+def test_broadcasts_return_what_triton_returns():
+    """Same shapes, same-rank broadcasts, splats (several element types) and the paths left to
+    Triton (other ranks, incompatible shapes): operands, types, data and errors as Triton's."""
     report = run('''
         interpreter_types.install()
         semantic = interpreter.interpreter_semantic
         table = type(semantic).broadcast_impl_value
         triton = table.__wrapped__
+        numpy_of = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "int1": np.bool_}
         def value(shape, dtype=tl.float32):
-            data = np.arange(int(np.prod(shape or [1])), dtype=np.float32).reshape(shape or ())
+            np_dtype = np.uint64 if dtype.is_ptr() else numpy_of[dtype.name]
+            data = (np.arange(int(np.prod(shape or [1]))) % 7).astype(np_dtype).reshape(shape or ())
             kind = core.block_type(dtype, shape) if shape else dtype
             return core.tensor(interpreter.TensorHandle(data, dtype), kind)
-        pairs = [([2, 8], [2, 8]), ([], []), ([2, 8], []), ([], [4]), ([2, 1], [1, 8]), ([8], [2, 8]),
-                 ([2, 8], [8]), ([4, 1, 16], [4, 1, 16]), ([2, 8], [2, 1])]
+        def result(impl, lhs, rhs):
+            try:
+                a, b = impl(semantic, lhs, rhs)
+            except Exception as exc:
+                return [type(exc).__name__, str(exc)]
+            return [a is lhs, b is rhs, fields(a.type), fields(b.type), str(a.handle.data.dtype),
+                    a.handle.data.tolist(), str(b.handle.data.dtype), b.handle.data.tolist(),
+                    a.handle.dtype is lhs.handle.dtype.scalar, b.handle.dtype is rhs.handle.dtype.scalar]
+        f32, f16, i32, i1, ptr = tl.float32, tl.float16, tl.int32, tl.int1, tl.pointer_type(tl.float32)
+        pairs = [([2, 8], f32, [2, 8], f32), ([], f32, [], i32), ([2, 8], f32, [], f32), ([], f32, [4], f32),
+                 ([2, 1], f32, [1, 8], f32), ([8], f32, [2, 8], f32), ([2, 8], f32, [8], f32),
+                 ([4, 1, 16], f32, [4, 1, 16], f32), ([2, 8], f32, [2, 1], f32), ([1, 1], i32, [4, 8], i32),
+                 ([4, 1, 8], f16, [1, 2, 1], f16), ([1], f32, [16], f32), ([16], i1, [1], i1),
+                 ([4, 1], f32, [4, 1], f32), ([], ptr, [4, 8], i32), ([4, 8], i32, [], ptr),
+                 ([4, 1], ptr, [1, 8], i32), ([2, 8], f16, [], f32), ([], i1, [2, 2], i1),
+                 ([2, 8], f32, [4, 8], f32), ([2, 2], i32, [2, 4], i32), ([4, 8], f32, [2, 4, 8], f32)]
         cases = []
-        for left, right in pairs:
-            lhs, rhs = value(left), value(right)
-            got = []
-            for impl in (triton, table):
-                try:
-                    a, b = impl(semantic, lhs, rhs)
-                    got.append([a is lhs, b is rhs, str(a.type), str(b.type), a.handle.data.tolist(),
-                                b.handle.data.tolist()])
-                except Exception as exc:
-                    got.append([type(exc).__name__, str(exc)])
-            cases.append([left, right, got])
-        try:
-            triton(semantic, value([2, 8]), value([4, 8]))
-        except Exception as exc:
-            mismatch = [type(exc).__name__, str(exc)]
-        try:
-            table(semantic, value([2, 8]), value([4, 8]))
-        except Exception as exc:
-            mismatch.append([type(exc).__name__, str(exc)])
-        print(json.dumps({"cases": cases, "mismatch": mismatch}))
+        for left, left_ty, right, right_ty in pairs:
+            lhs, rhs = value(left, left_ty), value(right, right_ty)
+            cases.append([left, right, result(triton, lhs, rhs), result(table, lhs, rhs)])
+        # A builder whose create_splat is not Triton's gets Triton's whole path (to_ir included).
+        seen = []
+        to_ir = core.block_type.to_ir
+        core.block_type.to_ir = lambda self, builder: (seen.append(1), to_ir(self, builder))[1]
+        splat = interpreter.InterpreterBuilder.create_splat
+        interpreter.InterpreterBuilder.create_splat = lambda self, ty, arg: splat(self, ty, arg)
+        replaced = result(table, value([2, 8]), value([]))
+        interpreter.InterpreterBuilder.create_splat = splat
+        kept = result(table, value([2, 8]), value([]))
+        print(json.dumps({"cases": cases, "to_ir": [len(seen), replaced == kept]}))
     ''')
-    for left, right, (triton, table) in report["cases"]:
+    for left, right, triton, table in report["cases"]:
         assert triton == table, (left, right)
-    same = {(tuple(left), tuple(right)): t for left, right, (t, _) in report["cases"]}
+    same = {(tuple(left), tuple(right)): t for left, right, t, _ in report["cases"]}
     assert same[((2, 8), (2, 8))][:2] == [True, True]  # Triton returns the operands themselves
-    assert same[((2, 1), (1, 8))][2:4] == ["<['2', '8'], fp32>", "<['2', '8'], fp32>"]
-    assert report["mismatch"][:2] == report["mismatch"][2] and report["mismatch"][0] == "ValueError"
+    assert same[((2, 1), (1, 8))][:2] == [False, False]
+    assert same[((2, 1), (1, 8))][5] == [[0.0] * 8, [1.0] * 8]
+    assert same[((2, 8), ())][:2] == [True, False] and same[((), (4,))][:2] == [False, True]
+    assert same[((), (4, 8))][4] == "uint64"  # a pointer splat to the offsets' shape
+    assert same[((2, 8), (4, 8))][0] == "ValueError" and same[((2, 2), (2, 4))][0] == "ValueError"
+    assert report["to_ir"] == [1, True]
 
 
 def test_the_builtin_solutions_are_bit_identical_with_and_without_the_tables():

@@ -17,9 +17,16 @@ Three changes, none of which changes a value or a type the interpreter computes:
 * `_tensor_fields`: a ``tensor`` of a shape seen before gets ``numel`` and its ``constexpr``
   dimensions from the table (the dimensions are the same immutable ``constexpr`` objects; each
   tensor gets its own ``tl.tuple`` and list around them).
-* `_same_shape_broadcasts`: ``broadcast_impl_value`` of two blocks of one shape, or of two
-  scalars, returns its operands unchanged, which is what Triton's does after comparing the shapes
-  dimension by dimension through ``tl.tuple.__eq__`` (which builds a ``tl.tuple`` per comparison).
+* `_int_shape_broadcasts`: ``broadcast_impl_value`` compares and combines the operands' shapes as
+  ints. Two blocks of one shape, or two scalars, are returned unchanged, which is what Triton's
+  does after comparing the shapes through ``tl.tuple.__eq__`` (a ``tl.tuple`` built per
+  comparison); two blocks of one rank get Triton's result shape, types and ``create_broadcast``
+  calls, in Triton's order; a scalar next to a block is splat with Triton's calls, except that
+  ``create_splat`` receives the block type itself rather than the copy ``to_ir`` builds through
+  ``get_block_ty`` (it reads only the shape), and only while the builder's ``create_splat`` and
+  ``get_block_ty`` are the interpreter's own. Operands of different ranks and incompatible shapes
+  take Triton's path (and its ``ValueError``). Added after the two tables: 1.07x faster forwards
+  on the built-in solutions (1068 ms → 999 ms for one forward of each, `benchmarks/interpreter_speedups.py`).
 
 Anything else (shapes holding ``constexpr`` objects or non-``int`` values, the first shape of its
 kind, a shape Triton rejects) goes through Triton's own code; a rejected shape is never tabled, so
@@ -126,25 +133,67 @@ def _tensor_fields() -> None:
     tl.tensor.__init__ = __init__
 
 
-def _same_shape_broadcasts() -> None:
+def _int_shape_broadcasts() -> None:
     from triton.language import core as tl
     from triton.language import semantic
+    from triton.runtime import interpreter
 
     owner = getattr(semantic, "TritonSemantic", None)
     original = getattr(owner, "broadcast_impl_value", None)
-    if original is None or getattr(original, "_tritongym_table", False):
+    builder_class = getattr(interpreter, "InterpreterBuilder", None)
+    if original is None or builder_class is None or getattr(original, "_tritongym_table", False):
         return
+    # Triton >= 3.7 wraps results with ``make_tensor``; 3.6 calls ``tensor`` directly.
+    make_name = "make_tensor" if hasattr(owner, "make_tensor") else "tensor"
+    # The splat shortcut hands ``create_splat`` the block type itself instead of the copy
+    # ``to_ir`` builds through ``get_block_ty``; that is the same input only while both are these.
+    splat, block_ty = builder_class.create_splat, builder_class.get_block_ty
 
     def broadcast_impl_value(self: Any, lhs: Any, rhs: Any) -> Any:
         lhs_ty, rhs_ty = lhs.type, rhs.type
         lhs_block, rhs_block = lhs_ty.is_block(), rhs_ty.is_block()
         if not lhs_block and not rhs_block:
             return lhs, rhs  # Triton's scalar-scalar case
+        builder = self.builder
         if lhs_block and rhs_block:
-            dims = _int_dims(lhs_ty.shape, tl.tuple)
-            if dims is not None and dims == _int_dims(rhs_ty.shape, tl.tuple):
+            lhs_dims = _int_dims(lhs_ty.shape, tl.tuple)
+            rhs_dims = _int_dims(rhs_ty.shape, tl.tuple)
+            if lhs_dims is None or rhs_dims is None or len(lhs_dims) != len(rhs_dims):
+                return original(self, lhs, rhs)  # other ranks: Triton adds the leading axes
+            if lhs_dims == rhs_dims:
                 return lhs, rhs  # one shape: Triton's loop finds nothing to broadcast
-        return original(self, lhs, rhs)
+            ret_shape = []
+            for left, right in zip(lhs_dims, rhs_dims, strict=True):
+                if left == 1:
+                    ret_shape.append(right)
+                elif right == 1 or right == left:
+                    ret_shape.append(left)
+                else:
+                    return original(self, lhs, rhs)  # raises Triton's ValueError
+            # Triton compares ``tl.tuple`` shapes with the list (a ``tl.tuple`` built per
+            # comparison); the same ints compared as a builtin tuple give the same answer.
+            ret_dims = builtins.tuple(ret_shape)
+            make = getattr(self, make_name)
+            if lhs_dims != ret_dims:
+                ret_ty = tl.block_type(lhs_ty.scalar, ret_shape)
+                lhs = make(builder.create_broadcast(lhs.handle, ret_shape), ret_ty)
+            if rhs_dims != ret_dims:
+                ret_ty = tl.block_type(rhs_ty.scalar, ret_shape)
+                rhs = make(builder.create_broadcast(rhs.handle, ret_shape), ret_ty)
+            return lhs, rhs
+        kind = type(builder)
+        if kind is not builder_class or kind.create_splat is not splat or kind.get_block_ty is not block_ty:
+            return original(self, lhs, rhs)
+        make = getattr(self, make_name)
+        if lhs_block:  # block, scalar: the scalar is splat to the block's shape
+            rhs_ty = lhs_ty.with_element_ty(rhs_ty.scalar)
+            rhs_ty.element_ty.to_ir(builder)  # what ``to_ir`` would raise for an element type
+            rhs = make(builder.create_splat(rhs_ty, rhs.handle), rhs_ty)
+        else:
+            lhs_ty = rhs_ty.with_element_ty(lhs_ty.scalar)
+            lhs_ty.element_ty.to_ir(builder)
+            lhs = make(builder.create_splat(lhs_ty, lhs.handle), lhs_ty)
+        return lhs, rhs
 
     broadcast_impl_value._tritongym_table = True  # type: ignore[attr-defined]
     broadcast_impl_value.__wrapped__ = original  # type: ignore[attr-defined]
@@ -159,4 +208,4 @@ def install() -> None:
         return
     _block_type_fields()
     _tensor_fields()
-    _same_shape_broadcasts()
+    _int_shape_broadcasts()
