@@ -6,7 +6,8 @@ computes and then discards (``sanitize_overflow`` with ``debug`` off: `_discarde
 they patch ``tl`` once per namespace and launch instead of at every device-function call
 (`_repeated_device_call_patches`), they look numpy dtypes up in a table built once
 (`_numpy_dtype_table`), they build ``block_type`` and ``tensor`` objects' shape fields from a
-table, and they compare and broadcast shapes as ints (`interpreter_types`). This runs each
+table, compare and broadcast shapes as ints, and skip the identity typecasts of two operands of one
+type (`interpreter_types`). This runs each
 solution's forward in one process with every other fix installed, the settings rotating per call
 (none, then one more fix at a time), and prints the medians and whether the outputs were
 bit-identical every time.
@@ -32,7 +33,7 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ type tables",
-            "+ int-shape broadcasts")
+            "+ int-shape broadcasts", "+ same-type operands")
 
 
 def load(path: Path, name: str):  # noqa: ANN201
@@ -74,7 +75,8 @@ def main() -> None:
     skipped = interpreter.interpreter_builder.options
     computed = dataclasses.replace(skipped, sanitize_overflow=True)
     owner = semantic.TritonSemantic
-    tables = core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value  # installed by install()
+    tables = (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value,
+              owner.binary_op_type_checking_impl)  # installed by install()
     no_tables = tuple(function.__wrapped__ for function in tables)
 
     def use(setting: str) -> None:
@@ -87,6 +89,7 @@ def main() -> None:
         interpreter.InterpretedFunction.__call__ = device_call
         core.block_type.__init__, core.tensor.__init__ = (tables if position >= 4 else no_tables)[:2]
         owner.broadcast_impl_value = (tables if position >= 5 else no_tables)[2]
+        owner.binary_op_type_checking_impl = (tables if position >= 6 else no_tables)[3]
 
     names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
     print(f"| solution | {' | '.join(SETTINGS)} | none ÷ all | outputs bit-identical |")

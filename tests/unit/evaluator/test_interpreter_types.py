@@ -183,6 +183,59 @@ def test_broadcasts_return_what_triton_returns():
     assert report["to_ir"] == [1, True]
 
 
+def test_same_type_operands_return_what_triton_returns():
+    """Two tensors of one of the four types go straight to the broadcast; everything else (scalars,
+    pointers, mixed or narrow types, each flag) gives what Triton's type checking gives."""
+    report = run('''
+        interpreter_types.install()
+        semantic = interpreter.interpreter_semantic
+        fast = type(semantic).binary_op_type_checking_impl
+        triton = fast.__wrapped__
+        numpy_of = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "int32": np.int32,
+                    "int64": np.int64, "uint32": np.uint32, "int8": np.int8}
+        def value(shape, dtype):
+            if not isinstance(dtype, core.dtype):
+                return dtype  # a Python number
+            np_dtype = np.uint64 if dtype.is_ptr() else numpy_of[dtype.name]
+            data = (np.arange(int(np.prod(shape or [1]))) % 5 + 1).astype(np_dtype).reshape(shape or ())
+            kind = core.block_type(dtype, shape) if shape else dtype
+            return core.tensor(interpreter.TensorHandle(data, dtype), kind)
+        def result(impl, lhs, rhs, flags):
+            try:
+                a, b = impl(semantic, lhs, rhs, *flags)
+            except Exception as exc:
+                return [type(exc).__name__, str(exc)]
+            return [a is lhs, b is rhs, fields(a.type), fields(b.type), str(a.handle.data.dtype),
+                    a.handle.data.tolist(), str(b.handle.data.dtype), b.handle.data.tolist()]
+        f64, f32, f16, i64, i32, u32, i8 = (tl.float64, tl.float32, tl.float16, tl.int64, tl.int32,
+                                            tl.uint32, tl.int8)
+        ptr = tl.pointer_type(tl.float32)
+        operands = [(f32, f32), (f64, f64), (i32, i32), (i64, i64), (f16, f16), (u32, u32), (i8, i8),
+                    (f32, f16), (i32, i64), (f32, i32), (ptr, i32), (i32, ptr), (ptr, ptr), (f32, 2),
+                    (3, i32), (f16, 1.5), (u32, -1)]
+        shapes = [([2, 8], [2, 8]), ([2, 8], []), ([], [4]), ([2, 1], [1, 8]), ([], [])]
+        flags = [(), (True, True), (False, False, True, True), (False, False, False, True),
+                 (True, False), (False, False, True, False)]
+        cases, fast_path = [], 0
+        for left_ty, right_ty in operands:
+            for left, right in shapes:
+                for flag in flags:
+                    lhs, rhs = value(left, left_ty), value(right, right_ty)
+                    want, got = result(triton, lhs, rhs, flag), result(fast, lhs, rhs, flag)
+                    cases.append([str(left_ty), str(right_ty), left, right, list(flag), want == got])
+        counted = []
+        computation = type(semantic).computation_type_impl
+        type(semantic).computation_type_impl = lambda *a: (counted.append(a[1].name), computation(*a))[1]
+        for left_ty, right_ty in operands[:5]:
+            fast(semantic, value([2, 8], left_ty), value([2, 8], right_ty))
+        print(json.dumps({"cases": cases, "computed": counted}))
+    ''')
+    assert report["computed"] == ["fp16"]  # fp32, fp64, int32, int64 skip Triton's type computation
+    different = [case for case in report["cases"] if not case[-1]]
+    assert not different, different
+    assert len(report["cases"]) == 17 * 5 * 6
+
+
 def test_the_builtin_solutions_are_bit_identical_with_and_without_the_tables():
     """Every built-in solution's forward, with the tables and with Triton's originals, alternating."""
     report = run(f'''
@@ -193,10 +246,12 @@ def test_the_builtin_solutions_are_bit_identical_with_and_without_the_tables():
         from tritongym.evaluator.worker import interpreter_fixes
         interpreter_fixes.install()
         owner = semantic_module.TritonSemantic
-        tables = (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value)
+        tables = (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value,
+                  owner.binary_op_type_checking_impl)
         originals = tuple(f.__wrapped__ for f in tables)
         def use(functions):
-            core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value = functions
+            (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value,
+             owner.binary_op_type_checking_impl) = functions
         root = Path({str(ROOT)!r})
         same = {{}}
         for path in sorted((root / "examples" / "builtin").glob("[0-9]*.py")):
