@@ -1,16 +1,16 @@
 """The CPU interpreter's speed fixes, side by side: one bare forward per built-in solution.
 
-tritongym's workers install four changes to Triton's interpreter that change no result
+tritongym's workers install five changes to Triton's interpreter that change no result
 (`interpreter_fixes.install_speedups`): they skip the integer-overflow checks the interpreter
 computes and then discards (``sanitize_overflow`` with ``debug`` off: `_discarded_overflow_checks`),
 they patch ``tl`` once per namespace and launch instead of at every device-function call
 (`_repeated_device_call_patches`), they look numpy dtypes up in a table built once
-(`_numpy_dtype_table`), they build ``block_type`` and ``tensor`` objects' shape fields from a
+(`_numpy_dtype_table`), they call each builtin's implementation directly during a launch
+(`_direct_builtin_calls`), they build ``block_type`` and ``tensor`` objects' shape fields from a
 table, compare and broadcast shapes as ints, and skip the identity typecasts of two operands of one
-type (`interpreter_types`). This runs each
-solution's forward in one process with every other fix installed, the settings rotating per call
-(none, then one more fix at a time), and prints the medians and whether the outputs were
-bit-identical every time.
+type (`interpreter_types`). This runs each solution's forward in one process with every other fix
+installed, the settings rotating per call (none, then one more fix at a time), and prints the
+medians and whether the outputs were bit-identical every time.
 
 Usage: ``python benchmarks/interpreter_speedups.py [--reps 6] [NAME ...]`` (default: the whole
 built-in suite; CPU, ``TRITON_INTERPRET=1`` is set here).
@@ -32,8 +32,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ type tables",
-            "+ int-shape broadcasts", "+ same-type operands")
+SETTINGS = ("none", "overflow checks skipped", "+ tl patched once", "+ dtype table", "+ direct builtin calls",
+            "+ type tables", "+ int-shape broadcasts", "+ same-type operands")
 
 
 def load(path: Path, name: str):  # noqa: ANN201
@@ -72,6 +72,7 @@ def main() -> None:
     every_call = hooks()
     patch_once()
     once = hooks()
+    direct = interpreter._patch_attr  # `_direct_builtin_calls`, installed by install(); read at each launch
     skipped = interpreter.interpreter_builder.options
     computed = dataclasses.replace(skipped, sanitize_overflow=True)
     owner = semantic.TritonSemantic
@@ -87,9 +88,10 @@ def main() -> None:
         interpreter._patch_lang = patch
         interpreter.GridExecutor.__call__ = launch
         interpreter.InterpretedFunction.__call__ = device_call
-        core.block_type.__init__, core.tensor.__init__ = (tables if position >= 4 else no_tables)[:2]
-        owner.broadcast_impl_value = (tables if position >= 5 else no_tables)[2]
-        owner.binary_op_type_checking_impl = (tables if position >= 6 else no_tables)[3]
+        interpreter._patch_attr = direct if position >= 4 else direct.__wrapped__
+        core.block_type.__init__, core.tensor.__init__ = (tables if position >= 5 else no_tables)[:2]
+        owner.broadcast_impl_value = (tables if position >= 6 else no_tables)[2]
+        owner.binary_op_type_checking_impl = (tables if position >= 7 else no_tables)[3]
 
     names = args.names or sorted(p.stem for p in (ROOT / "examples" / "builtin").glob("[0-9]*.py"))
     print(f"| solution | {' | '.join(SETTINGS)} | none ÷ all | outputs bit-identical |")

@@ -14,12 +14,12 @@ Printed as Markdown: evaluations/min and the ratios, tritongym's per-phase laten
 import; from the fork server's jobs after the first), and the memory per idle slot (fork server
 resident set; pages shared with its children are copy-on-write).
 
-tritongym's workers install four speed fixes to Triton's interpreter that change no result
+tritongym's workers install five speed fixes to Triton's interpreter that change no result
 (`interpreter_fixes.install_speedups`: the discarded integer-overflow checks skipped, ``tl`` patched
-once per namespace and launch, numpy dtypes from a table, type objects' shape fields from a table
-with same-shape broadcasts skipped), which the naive harnesses, running the
-stock interpreter, lack; ``--like-for-like`` gives the naive harnesses the same fixes, so the ratios
-then compare the harnesses' own work.
+once per namespace and launch, numpy dtypes from a table, builtins called directly, and type
+objects' shape fields from a table with broadcasts and same-type operands checked as ints), which
+the naive harnesses, running the stock interpreter, lack; ``--like-for-like`` gives the naive
+harnesses the same fixes, so the ratios then compare the harnesses' own work.
 
 Usage: ``python benchmarks/throughput.py [--workers 2] [--evals 51] [--like-for-like]`` (CPU:
 TRITON_INTERPRET=1).
@@ -188,8 +188,8 @@ def main() -> None:
     parser.add_argument("--evals", type=int, default=51)
     parser.add_argument("--like-for-like", action="store_true",
                         help="the naive harnesses get tritongym's interpreter speed fixes (the discarded overflow "
-                             "checks skipped, tl patched once per launch, a dtype table, type tables): the same "
-                             "interpreter work on both sides")
+                             "checks skipped, tl patched once per launch, a dtype table, builtins called directly, "
+                             "type tables): the same interpreter work on both sides")
     args = parser.parse_args()
     LIKE_FOR_LIKE["on"] = args.like_for_like
     jobs = batch(args.evals)

@@ -334,3 +334,64 @@ def test_the_numpy_dtype_table_answers_as_the_interpreter_does():
     named = {a[0]: a[1] for a in answers}
     assert named["fp32"] == "float32" and named["bf16"] == "uint16" and named["pointer<fp32>"] == "uint64"
     assert "KeyError" in {a[1] for a in answers}  # a type the table lacks (void, ...) raises as before
+
+
+# -- builtins called without Triton's two forwarding layers (`_direct_builtin_calls`: speed, no result changes) --
+
+DIRECT = textwrap.dedent('''
+    import json, sys
+    import torch, triton, triton.language as tl
+    from triton.runtime import interpreter
+    from tritongym.evaluator.worker import interpreter_fixes
+    if sys.argv[1] == "others":  # every fix but this one
+        interpreter_fixes._direct_builtin_calls = lambda: None
+    interpreter_fixes.install()
+
+    @triton.jit
+    def mixed(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+        y = tl.where(x > 0, x * scale, tl.exp(x) - 1.0) + tl.sum(x, axis=0) / BLOCK
+        tl.store(y_ptr + offs, tl.maximum(y, -0.5).to(tl.float32), mask=mask)
+
+    @triton.jit
+    def broken(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), tl.load(x_ptr + tl.arange(0, 3)))
+
+    report = {}
+    x = torch.randn(300, generator=torch.Generator().manual_seed(0))
+    y = torch.empty_like(x)
+    mixed[(3,)](x, y, 300, 1.5, BLOCK=128)
+    report["output"] = y.tolist()
+    try:
+        broken[(1,)](torch.zeros(8), BLOCK=8)
+    except Exception as exc:
+        report["broken"] = [type(exc).__name__, str(exc)[:300]]
+
+    # The members a launch installs, and Triton's keyword quirks, called outside a kernel.
+    scope = interpreter._patch_lang(mixed.fn)
+    try:
+        arange = tl.arange
+        report["direct"] = hasattr(arange, "__wrapped__")
+        report["arange"] = arange(0, 4).handle.data.tolist()
+        report["semantic_none"] = arange(0, 4, _semantic=None).handle.data.tolist()
+        seen = []
+        report["member"] = arange(0, 4, member=lambda *a, **k: seen.append(sorted(k)) or "called")
+        report["member_kwargs"] = seen
+    finally:
+        scope.restore()
+    report["restored"] = tl.core.is_builtin(tl.arange)
+    report["again"] = (interpreter_fixes.install(), interpreter._patch_attr)[1] is interpreter._patch_attr
+    print(json.dumps(report))
+''')
+
+
+def test_builtins_called_directly_give_tritons_results_errors_and_keyword_handling():
+    others, direct = run(DIRECT, "others"), run(DIRECT, "fixed")
+    assert others["direct"] is False and direct["direct"] is True  # the fix is what differs
+    for key in ("output", "broken", "arange", "semantic_none", "member", "member_kwargs", "restored"):
+        assert direct[key] == others[key], key
+    assert direct["arange"] == direct["semantic_none"] == [0, 1, 2, 3]
+    assert direct["member"] == "called" and direct["member_kwargs"] == [["_semantic"]]
+    assert direct["broken"][0] != "" and direct["restored"] is True and direct["again"] is True

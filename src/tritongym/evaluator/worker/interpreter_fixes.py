@@ -33,7 +33,7 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   argument raised ``TypeError`` (found on an H100 machine's Triton 3.6; Triton 3.9 squeezes
   first). Here it squeezes first, as 3.9 does.
 
-Four more changes are for speed, not for honest code, and change no result. First, **overflow
+Five more changes are for speed, not for honest code, and change no result. First, **overflow
 checks whose verdict the interpreter throws away.** With ``sanitize_overflow`` on (the interpreter's default),
 every integer ``+``, ``-`` and ``*`` of a kernel (``pid * BLOCK + tl.arange(0, BLOCK)``, pointer
 offsets) is redone in int64 and compared with the int32 range, and the result goes to
@@ -46,10 +46,12 @@ each call of a ``@triton.jit`` function inside it (``tl.sum``, ``tl.max``, ``tl.
 functions): 23-43 % of a forward with a reduction in a loop. A repeat for a namespace already
 patched in the same launch is a no-op, and is skipped (`_repeated_device_call_patches`). Third, the
 numpy dtype of a Triton dtype comes from a table built once (`_numpy_dtype_table`), not from a dict
-the interpreter rebuilds at every load, store and cast. Fourth, in `interpreter_types`: the shape-derived fields of
+the interpreter rebuilds at every load, store and cast. Fourth, each builtin patched in for a
+launch calls Triton's implementation directly instead of through two argument-forwarding layers
+(`_direct_builtin_calls`). Fifth, in `interpreter_types`: the shape-derived fields of
 ``block_type`` and ``tensor`` objects (built for every operation of every program) come from a
-table keyed by the shape, and a broadcast of two same-shape operands returns them without
-Triton's dimension-by-dimension comparison.
+table keyed by the shape, broadcasts compare and combine shapes as ints, and two operands of one
+type skip Triton's identity typecasts.
 
 And one construct is named rather than emulated: **block pointers** (``tl.make_block_ptr``,
 ``tl.advance``, loads and stores with ``boundary_check``). Triton 3.9 removed them from the
@@ -440,6 +442,79 @@ def _numpy_dtype_table() -> None:
     interpreter._get_np_dtype = get_np_dtype
 
 
+class _CapturedPatch:
+    """A stand-in patch scope that keeps the member Triton's `_patch_attr` would have set."""
+
+    member: Any = None
+
+    def set_attr(self, obj: Any, name: str, value: Any) -> None:
+        self.member = value
+
+
+def _direct_builtin_calls() -> None:
+    """Each ``tl`` builtin the interpreter patches in calls Triton's implementation directly.
+
+    During a launch every builtin (``tl.load``, ``tensor.__add__``, ...) is replaced by a closure
+    (`_patch_attr`) that copies its keyword arguments into a new dict without ``_semantic``, adds the
+    interpreter's semantic, and calls the builtin's ``@builtin`` wrapper, which checks that
+    ``_semantic`` is there and calls the implementation: two argument forwardings and a dict
+    comprehension per operation of every program (~6 % of the built-in solutions' forwards).
+    Here the closure sets ``_semantic`` in its own fresh ``kwargs`` (what the copy amounts to; a
+    caller's ``_semantic`` is overridden in both) and calls the function the wrapper would call,
+    which the wrapper's check would always let through. The semantic is the one Triton's closure
+    uses: the module's ``interpreter_semantic`` read at each call (Triton >= 3.7) or the one it
+    built for that member (3.6). Triton's closure is still built, and used for what this one does
+    not cover: a member that is not the ``@builtin`` wrapper, a closure of another shape, and a
+    call passing ``member=`` (Triton's closure takes that keyword as the function to call).
+    """
+    from triton.language import core
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_patch_attr", None)
+    builtin = getattr(core, "builtin", None)
+    if original is None or builtin is None or getattr(original, "_tritongym_direct", False):
+        return
+    wrapper_code = builtin(lambda: None).__code__
+    if "fn" not in wrapper_code.co_freevars:
+        return  # another @builtin: leave the interpreter's closures alone
+    fn_cell = wrapper_code.co_freevars.index("fn")
+    module_globals = vars(interpreter)
+
+    def _patch_attr(obj: Any, name: str, member: Any, builder: Any, scope: Any) -> None:
+        captured = _CapturedPatch()
+        original(obj, name, member, builder, captured)
+        triton_closure = captured.member
+        code = getattr(triton_closure, "__code__", None)
+        if getattr(member, "__code__", None) is not wrapper_code or code is None:
+            scope.set_attr(obj, name, triton_closure)
+            return
+        implementation = member.__closure__[fn_cell].cell_contents
+        if "semantic" in code.co_freevars:  # 3.6: a semantic per member, in the closure
+            semantic = triton_closure.__closure__[code.co_freevars.index("semantic")].cell_contents
+
+            def direct(*args: Any, **kwargs: Any) -> Any:
+                if "member" in kwargs:
+                    return triton_closure(*args, **kwargs)
+                kwargs["_semantic"] = semantic
+                return implementation(*args, **kwargs)
+        elif "interpreter_semantic" in code.co_names and not code.co_freevars:  # >= 3.7: the global
+
+            def direct(*args: Any, **kwargs: Any) -> Any:
+                if "member" in kwargs:
+                    return triton_closure(*args, **kwargs)
+                kwargs["_semantic"] = module_globals["interpreter_semantic"]
+                return implementation(*args, **kwargs)
+        else:
+            scope.set_attr(obj, name, triton_closure)
+            return
+        direct.__wrapped__ = triton_closure  # type: ignore[attr-defined]
+        scope.set_attr(obj, name, direct)
+
+    _patch_attr._tritongym_direct = True  # type: ignore[attr-defined]
+    _patch_attr.__wrapped__ = original  # type: ignore[attr-defined]
+    interpreter._patch_attr = _patch_attr
+
+
 def install() -> None:
     """Apply the fixes (call once, before the candidate is imported, with TRITON_INTERPRET=1)."""
     from tritongym.evaluator.worker import inductor_compat
@@ -465,4 +540,5 @@ def install_speedups() -> None:
     _discarded_overflow_checks()
     _numpy_dtype_table()
     _repeated_device_call_patches()
+    _direct_builtin_calls()
     interpreter_types.install()
