@@ -451,6 +451,10 @@ class _CapturedPatch:
         self.member = value
 
 
+#: Builtins remembered by `_direct_builtin_calls` (a launch patches ~300; past this, Triton's closures).
+DIRECT_CALLS_LIMIT = 4096
+
+
 def _direct_builtin_calls() -> None:
     """Each ``tl`` builtin the interpreter patches in calls Triton's implementation directly.
 
@@ -458,55 +462,77 @@ def _direct_builtin_calls() -> None:
     (`_patch_attr`) that copies its keyword arguments into a new dict without ``_semantic``, adds the
     interpreter's semantic, and calls the builtin's ``@builtin`` wrapper, which checks that
     ``_semantic`` is there and calls the implementation: two argument forwardings and a dict
-    comprehension per operation of every program (~6 % of the built-in solutions' forwards).
-    Here the closure sets ``_semantic`` in its own fresh ``kwargs`` (what the copy amounts to; a
-    caller's ``_semantic`` is overridden in both) and calls the function the wrapper would call,
-    which the wrapper's check would always let through. The semantic is the one Triton's closure
-    uses: the module's ``interpreter_semantic`` read at each call (Triton >= 3.7) or the one it
-    built for that member (3.6). Triton's closure is still built, and used for what this one does
-    not cover: a member that is not the ``@builtin`` wrapper, a closure of another shape, and a
-    call passing ``member=`` (Triton's closure takes that keyword as the function to call).
+    comprehension per operation of every program. Here the closure sets ``_semantic`` in its own
+    fresh ``kwargs`` (what the copy amounts to; a caller's ``_semantic`` is overridden in both) and
+    calls the function the wrapper would call, which the wrapper's check would always let through.
+    The semantic is the one Triton's closure uses: the module's ``interpreter_semantic`` read at each
+    call (Triton >= 3.7) or the one Triton built for that member (3.6). Triton's closure is still
+    built, and used for what this one does not cover: a member that is not the ``@builtin``
+    wrapper, and a call passing ``member=`` (Triton's closure takes that keyword as the function
+    to call). The shape of Triton's closure is read once, here; which members are ``@builtin``
+    wrappers is read once per member and remembered: reading a function's ``__code__`` is an audit
+    event, and the candidate worker's audit hook walks the stack for each, which per member and
+    launch cost more than the shortcut saves.
     """
     from triton.language import core
     from triton.runtime import interpreter
 
     original = getattr(interpreter, "_patch_attr", None)
     builtin = getattr(core, "builtin", None)
-    if original is None or builtin is None or getattr(original, "_tritongym_direct", False):
+    builder = getattr(interpreter, "interpreter_builder", None)
+    if original is None or builtin is None or builder is None or getattr(original, "_tritongym_direct", False):
         return
     wrapper_code = builtin(lambda: None).__code__
     if "fn" not in wrapper_code.co_freevars:
         return  # another @builtin: leave the interpreter's closures alone
     fn_cell = wrapper_code.co_freevars.index("fn")
+    probe = _CapturedPatch()
+    original(None, "probe", builtin(lambda: None), builder, probe)
+    closure_code = getattr(probe.member, "__code__", None)
+    if closure_code is None:
+        return
+    if "semantic" in closure_code.co_freevars:  # 3.6: a semantic per member, in the closure
+        semantic_cell = closure_code.co_freevars.index("semantic")
+    elif "interpreter_semantic" in closure_code.co_names and not closure_code.co_freevars:
+        semantic_cell = None  # >= 3.7: the module's global, read at each call
+    else:
+        return  # another closure: leave the interpreter's closures alone
     module_globals = vars(interpreter)
+    implementations: dict[Any, Any] = {}  # member -> what its @builtin wrapper calls (None: not one)
 
     def _patch_attr(obj: Any, name: str, member: Any, builder: Any, scope: Any) -> None:
         captured = _CapturedPatch()
         original(obj, name, member, builder, captured)
         triton_closure = captured.member
-        code = getattr(triton_closure, "__code__", None)
-        if getattr(member, "__code__", None) is not wrapper_code or code is None:
+        try:
+            implementation = implementations[member]
+        except (KeyError, TypeError):  # TypeError: an unhashable member
+            implementation = None
+            if getattr(member, "__code__", None) is wrapper_code:
+                implementation = member.__closure__[fn_cell].cell_contents
+            if len(implementations) < DIRECT_CALLS_LIMIT:
+                try:
+                    implementations[member] = implementation
+                except TypeError:
+                    pass
+        if implementation is None:
             scope.set_attr(obj, name, triton_closure)
             return
-        implementation = member.__closure__[fn_cell].cell_contents
-        if "semantic" in code.co_freevars:  # 3.6: a semantic per member, in the closure
-            semantic = triton_closure.__closure__[code.co_freevars.index("semantic")].cell_contents
+        if semantic_cell is not None:
+            semantic = triton_closure.__closure__[semantic_cell].cell_contents
 
             def direct(*args: Any, **kwargs: Any) -> Any:
                 if "member" in kwargs:
                     return triton_closure(*args, **kwargs)
                 kwargs["_semantic"] = semantic
                 return implementation(*args, **kwargs)
-        elif "interpreter_semantic" in code.co_names and not code.co_freevars:  # >= 3.7: the global
+        else:
 
             def direct(*args: Any, **kwargs: Any) -> Any:
                 if "member" in kwargs:
                     return triton_closure(*args, **kwargs)
                 kwargs["_semantic"] = module_globals["interpreter_semantic"]
                 return implementation(*args, **kwargs)
-        else:
-            scope.set_attr(obj, name, triton_closure)
-            return
         direct.__wrapped__ = triton_closure  # type: ignore[attr-defined]
         scope.set_attr(obj, name, direct)
 
