@@ -383,6 +383,13 @@ DIRECT = textwrap.dedent('''
         scope.restore()
     report["restored"] = tl.core.is_builtin(tl.arange)
     report["again"] = (interpreter_fixes.install(), interpreter._patch_attr)[1] is interpreter._patch_attr
+    # Reading a function's __code__ is an audit event (the candidate worker's hook walks the stack
+    # for each): a later launch must not read more of them than Triton's own closures do.
+    code_reads = []
+    sys.addaudithook(lambda event, args: code_reads.append(1)
+                     if event == "object.__getattr__" and args[1:] == ("__code__",) else None)
+    mixed[(3,)](x, y, 300, 1.5, BLOCK=128)
+    report["code_reads"] = len(code_reads)
     print(json.dumps(report))
 ''')
 
@@ -395,3 +402,4 @@ def test_builtins_called_directly_give_tritons_results_errors_and_keyword_handli
     assert direct["arange"] == direct["semantic_none"] == [0, 1, 2, 3]
     assert direct["member"] == "called" and direct["member_kwargs"] == [["_semantic"]]
     assert direct["broken"][0] != "" and direct["restored"] is True and direct["again"] is True
+    assert direct["code_reads"] <= others["code_reads"], (direct["code_reads"], others["code_reads"])
