@@ -40,6 +40,18 @@ PRELUDE = textwrap.dedent('''
             out.append([name, item])
         return out
 
+    NUMPY_OF = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "int64": np.int64, "int32": np.int32,
+                "uint32": np.uint32, "int8": np.int8, "int1": np.bool_}
+
+    def value(shape, dtype=tl.float32, modulus=7, offset=0):
+        """A tl.tensor of `shape` (a scalar for []) holding small values; a Python number as it is."""
+        if not isinstance(dtype, core.dtype):
+            return dtype
+        np_dtype = np.uint64 if dtype.is_ptr() else NUMPY_OF[dtype.name]
+        data = (np.arange(int(np.prod(shape or [1]))) % modulus + offset).astype(np_dtype).reshape(shape or ())
+        kind = core.block_type(dtype, shape) if shape else dtype
+        return core.tensor(interpreter.TensorHandle(data, dtype), kind)
+
     def outcome(build):
         try:
             return ["ok", fields(build())]
@@ -134,12 +146,6 @@ def test_broadcasts_return_what_triton_returns():
         semantic = interpreter.interpreter_semantic
         table = type(semantic).broadcast_impl_value
         triton = table.__wrapped__
-        numpy_of = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "int1": np.bool_}
-        def value(shape, dtype=tl.float32):
-            np_dtype = np.uint64 if dtype.is_ptr() else numpy_of[dtype.name]
-            data = (np.arange(int(np.prod(shape or [1]))) % 7).astype(np_dtype).reshape(shape or ())
-            kind = core.block_type(dtype, shape) if shape else dtype
-            return core.tensor(interpreter.TensorHandle(data, dtype), kind)
         def result(impl, lhs, rhs):
             try:
                 a, b = impl(semantic, lhs, rhs)
@@ -191,15 +197,6 @@ def test_same_type_operands_return_what_triton_returns():
         semantic = interpreter.interpreter_semantic
         fast = type(semantic).binary_op_type_checking_impl
         triton = fast.__wrapped__
-        numpy_of = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "int32": np.int32,
-                    "int64": np.int64, "uint32": np.uint32, "int8": np.int8}
-        def value(shape, dtype):
-            if not isinstance(dtype, core.dtype):
-                return dtype  # a Python number
-            np_dtype = np.uint64 if dtype.is_ptr() else numpy_of[dtype.name]
-            data = (np.arange(int(np.prod(shape or [1]))) % 5 + 1).astype(np_dtype).reshape(shape or ())
-            kind = core.block_type(dtype, shape) if shape else dtype
-            return core.tensor(interpreter.TensorHandle(data, dtype), kind)
         def result(impl, lhs, rhs, flags):
             try:
                 a, b = impl(semantic, lhs, rhs, *flags)
@@ -216,18 +213,18 @@ def test_same_type_operands_return_what_triton_returns():
         shapes = [([2, 8], [2, 8]), ([2, 8], []), ([], [4]), ([2, 1], [1, 8]), ([], [])]
         flags = [(), (True, True), (False, False, True, True), (False, False, False, True),
                  (True, False), (False, False, True, False)]
-        cases, fast_path = [], 0
+        cases = []
         for left_ty, right_ty in operands:
             for left, right in shapes:
                 for flag in flags:
-                    lhs, rhs = value(left, left_ty), value(right, right_ty)
+                    lhs, rhs = value(left, left_ty, 5, 1), value(right, right_ty, 5, 1)
                     want, got = result(triton, lhs, rhs, flag), result(fast, lhs, rhs, flag)
                     cases.append([str(left_ty), str(right_ty), left, right, list(flag), want == got])
         counted = []
         computation = type(semantic).computation_type_impl
         type(semantic).computation_type_impl = lambda *a: (counted.append(a[1].name), computation(*a))[1]
         for left_ty, right_ty in operands[:5]:
-            fast(semantic, value([2, 8], left_ty), value([2, 8], right_ty))
+            fast(semantic, value([2, 8], left_ty, 5, 1), value([2, 8], right_ty, 5, 1))
         print(json.dumps({"cases": cases, "computed": counted}))
     ''')
     assert report["computed"] == ["fp16"]  # fp32, fp64, int32, int64 skip Triton's type computation
