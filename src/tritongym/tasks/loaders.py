@@ -7,7 +7,8 @@ Supported sources:
   (`load_kernelbench_dir`);
 * rows in the Hugging Face KernelBench layout (columns ``code``, ``level``, ``name``,
   ``problem_id``) from JSONL or Parquet files (`load_hf_rows`), or from the `datasets` library
-  when it is installed (`load_hf_dataset`);
+  when it is installed (`load_hf_dataset`); a hub id such as ``ScalingIntelligence/KernelBench``
+  is downloaded once and then read from a local snapshot (`load_hub_dataset`);
 * the built-in suite shipped with tritongym (`builtin_suite`).
 
 `load_problems(spec)` resolves any of these from one string, which is what the CLI uses.
@@ -209,24 +210,98 @@ def load_hf_rows(
     ]
 
 
+#: The Hugging Face dataset of KernelBench's problems (splits ``level_1`` … ``level_4``; columns
+#: ``code``, ``level``, ``name``, ``problem_id``).
+KERNELBENCH_HUB_ID = "ScalingIntelligence/KernelBench"
+#: ``owner/name``: how a Hugging Face dataset id is spelled (``ScalingIntelligence/KernelBench``).
+_HUB_ID = re.compile(r"^(?:hf:)?([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)$")
+_DATASETS_HINT = ("pip install datasets (from the clone: pip install -e '.[data]'), or give a local copy: a "
+                  "KernelBench clone's folder or a .jsonl/.parquet file")
+
+
 def load_hf_dataset(
-    name: str = "ScalingIntelligence/KernelBench", levels: Iterable[int] | None = None, **kwargs: Any
+    name: str = KERNELBENCH_HUB_ID, levels: Iterable[int] | None = None, **kwargs: Any
 ) -> list[Problem]:
-    """Load KernelBench through Hugging Face `datasets` (``pip install datasets``).
+    """Load KernelBench through Hugging Face `datasets` (``pip install -e '.[data]'``).
 
     The hub dataset has one split per level (``level_1`` …); every split found is read unless
-    `levels` narrows them. Extra keyword arguments go to `datasets.load_dataset`.
+    `levels` narrows them. Extra keyword arguments go to `datasets.load_dataset` (``cache_dir``,
+    ``revision``, ``data_files`` …). A missing `datasets` raises `DependencyError`; a dataset that
+    cannot be fetched (offline, a wrong name) raises `ProblemError` saying why and what to do.
     """
     try:
         import datasets
     except ImportError as exc:
-        raise DependencyError("load_hf_dataset needs Hugging Face datasets: pip install datasets") from exc
-    loaded = datasets.load_dataset(name, **kwargs)
+        raise DependencyError(f"loading the Hugging Face dataset {name} needs the datasets library: "
+                              f"{_DATASETS_HINT}") from exc
+    try:
+        loaded = datasets.load_dataset(name, **kwargs)
+    except ConnectionError as exc:  # offline, or the hub unreachable (datasets raises this after its retries)
+        raise ProblemError(
+            f"could not download the Hugging Face dataset {name} (offline or the hub is unreachable: {exc}); "
+            f"download it once with network access (it is cached afterwards), or give a local copy: a "
+            f"KernelBench clone's folder or a .jsonl/.parquet file") from exc
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types (not found, gated, bad files)
+        raise ProblemError(f"could not load the Hugging Face dataset {name}: {type(exc).__name__}: {exc}") from exc
     splits = loaded.values() if hasattr(loaded, "values") else [loaded]
     problems: list[Problem] = []
     for split in splits:
         problems.extend(load_hf_rows(split, levels=levels))
     return problems
+
+
+def is_hub_id(spec: str | Path) -> bool:
+    """True for ``owner/name`` (or ``hf:owner/name``) that is not a path on this machine."""
+    text = str(spec)
+    return bool(_HUB_ID.match(text)) and not Path(text).exists() and Path(text).suffix not in (".py", ".jsonl",
+                                                                                               ".parquet")
+
+
+def dataset_cache_dir() -> Path:
+    """Where hub datasets are kept after their first download: ``$TRITONGYM_CACHE_DIR/datasets``, else
+    ``$XDG_CACHE_HOME/tritongym/datasets``, else ``~/.cache/tritongym/datasets``."""
+    import os
+
+    root = os.environ.get("TRITONGYM_CACHE_DIR")
+    if root:
+        return Path(root) / "datasets"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritongym" / "datasets"
+
+
+def hub_snapshot_path(name: str, snapshot_dir: str | Path | None = None) -> Path:
+    """The JSONL file that holds every row of hub dataset `name` once it was downloaded (in
+    `snapshot_dir`, default `dataset_cache_dir`)."""
+    safe = re.sub(r"[^\w.-]", "__", name)
+    return Path(snapshot_dir if snapshot_dir is not None else dataset_cache_dir()) / f"{safe}.jsonl"
+
+
+def load_hub_dataset(name: str = KERNELBENCH_HUB_ID, levels: Iterable[int] | None = None, *,
+                     snapshot_dir: str | Path | None = None, refresh: bool = False, **kwargs: Any
+                     ) -> list[Problem]:
+    """A Hugging Face dataset by id, downloaded once and read from a local snapshot afterwards.
+
+    The first call downloads every split through `load_hf_dataset` and writes the rows to
+    `hub_snapshot_path` (one JSON object a line, the hub's own columns); later calls read that file
+    (no network, no `datasets` import) until `refresh` is true or the file is deleted. `kwargs` go
+    to `datasets.load_dataset` on a download (``cache_dir`` there is the `datasets` cache).
+    """
+    snapshot = hub_snapshot_path(name, snapshot_dir)
+    if snapshot.is_file() and not refresh:
+        return load_hf_rows(snapshot, levels=levels)
+    problems = load_hf_dataset(name, **kwargs)
+    if not problems:
+        raise ProblemError(f"the Hugging Face dataset {name} has no rows")
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    partial = snapshot.with_name(snapshot.name + ".partial")
+    with partial.open("w", encoding="utf-8") as handle:
+        for problem in problems:
+            number = problem.problem_id.rsplit("/", 1)[-1]
+            row = {"level": problem.level, "problem_id": int(number) if number.isdigit() else number,
+                   "name": f"{problem.name}.py", "code": problem.source}
+            handle.write(json.dumps(row) + "\n")
+    partial.replace(snapshot)  # a download cut short never leaves a snapshot that looks complete
+    wanted = set(levels) if levels is not None else None
+    return [p for p in problems if wanted is None or p.level in wanted]
 
 
 def builtin_suite() -> list[Problem]:
@@ -254,8 +329,10 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
     """Resolve a problem source from one string (what the CLI's ``--problems`` takes).
 
     ``builtin`` is the built-in suite; a ``.py`` file is one problem; a ``.jsonl`` or
-    ``.parquet`` file holds Hugging Face layout rows; a directory is a KernelBench layout (with
-    ``levelN/`` folders) or a plain folder of problem files.
+    ``.parquet`` file holds Hugging Face layout rows; a directory is a KernelBench layout (a clone,
+    its ``KernelBench/`` folder or one ``levelN/`` folder) or a plain folder of problem files; an
+    ``owner/name`` that is no path here is a Hugging Face dataset id (``ScalingIntelligence/KernelBench``),
+    downloaded once and read from the local snapshot afterwards (`load_hub_dataset`).
     """
     if str(spec) == "builtin":
         return builtin_suite()
@@ -268,9 +345,12 @@ def load_problems(spec: str | Path, levels: Iterable[int] | None = None) -> list
         return [load_problem_file(path)]
     if path.suffix in (".jsonl", ".parquet"):
         return load_hf_rows(path, levels=levels)
+    if is_hub_id(spec):
+        return load_hub_dataset(_HUB_ID.match(str(spec)).group(1), levels=levels)  # type: ignore[union-attr]
     if not path.exists():
         raise ProblemError(
-            f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, or a folder)")
+            f"no such problem source: {spec} (expected 'builtin', a .py, .jsonl or .parquet file, a folder, or a "
+            f"Hugging Face dataset id such as {KERNELBENCH_HUB_ID})")
     raise ProblemError(f"cannot read problems from {spec}: expected a .py, .jsonl or .parquet file or a folder")
 
 
