@@ -161,7 +161,12 @@ def test_broadcasts_return_what_triton_returns():
                  ([4, 1, 8], f16, [1, 2, 1], f16), ([1], f32, [16], f32), ([16], i1, [1], i1),
                  ([4, 1], f32, [4, 1], f32), ([], ptr, [4, 8], i32), ([4, 8], i32, [], ptr),
                  ([4, 1], ptr, [1, 8], i32), ([2, 8], f16, [], f32), ([], i1, [2, 2], i1),
-                 ([2, 8], f32, [4, 8], f32), ([2, 2], i32, [2, 4], i32), ([4, 8], f32, [2, 4, 8], f32)]
+                 ([2, 8], f32, [4, 8], f32), ([2, 2], i32, [2, 4], i32), ([4, 8], f32, [2, 4, 8], f32),
+                 # Different ranks, compatible: a [N] row against an [N, N] tile on either side (square,
+                 # so a row broadcast along the wrong axis still fits and only the values tell), a [1],
+                 # and a row under two new axes.
+                 ([4], f32, [4, 4], f32), ([4, 4], f32, [4], f32), ([1], f32, [4, 4], f32),
+                 ([4], i32, [2, 4, 4], i32), ([4, 4], f16, [4], f16)]
         cases = []
         for left, left_ty, right, right_ty in pairs:
             lhs, rhs = value(left, left_ty), value(right, right_ty)
@@ -186,7 +191,69 @@ def test_broadcasts_return_what_triton_returns():
     assert same[((2, 8), ())][:2] == [True, False] and same[((), (4,))][:2] == [False, True]
     assert same[((), (4, 8))][4] == "uint64"  # a pointer splat to the offsets' shape
     assert same[((2, 8), (4, 8))][0] == "ValueError" and same[((2, 2), (2, 4))][0] == "ValueError"
+    # A [4] row (values 0..3) broadcast against a [4, 4] tile repeats along the rows, as numpy would.
+    assert same[((4,), (4, 4))][5] == [[0.0, 1.0, 2.0, 3.0]] * 4
+    assert same[((4, 4), (4,))][7] == [[0.0, 1.0, 2.0, 3.0]] * 4
     assert report["to_ir"] == [1, True]
+
+
+
+BIAS_KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_bias(x_ptr, bias_ptr, out_ptr, N: tl.constexpr):
+    rows = tl.arange(0, N)[:, None]
+    cols = tl.arange(0, N)[None, :]
+    tile = tl.load(x_ptr + rows * N + cols)          # [N, N]
+    bias = tl.load(bias_ptr + tl.arange(0, N))       # [N]: one rank less than the tile
+    tl.store(out_ptr + rows * N + cols, tile + bias)
+    tl.store(out_ptr + N * N + rows * N + cols, bias * tile - bias)
+'''
+
+
+def test_a_row_bias_added_to_a_square_tile_gives_tritons_result(tmp_path):
+    """A kernel adds an [N] bias to an [N, N] tile (operands of different ranks, compatible shapes,
+    the bias on either side): with the tables its output is Triton's own, bit for bit, and the
+    row broadcast torch computes (a bias broadcast along the wrong axis would still fit the square
+    tile, so only the values can tell)."""
+    kernels = tmp_path / "bias_kernels.py"
+    kernels.write_text(BIAS_KERNELS, encoding="utf-8")
+    report = run(f'''
+        import torch
+        from triton.language import semantic as semantic_module
+        from tritongym.evaluator.worker.startup import load_module
+        module = load_module({str(kernels)!r}, "bias_kernels")
+        interpreter_types.install()
+        owner = semantic_module.TritonSemantic
+        tables = (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value,
+                  owner.binary_op_type_checking_impl)
+        originals = tuple(f.__wrapped__ for f in tables)
+        def use(functions):
+            (core.block_type.__init__, core.tensor.__init__, owner.broadcast_impl_value,
+             owner.binary_op_type_checking_impl) = functions
+        torch.manual_seed(0)
+        out = {{}}
+        for n in (4, 16):
+            x, bias = torch.randn(n, n), torch.randn(n)
+            expected = torch.cat([(x + bias).reshape(-1), (bias * x - bias).reshape(-1)])
+            got = []
+            for name, functions in (("triton", originals), ("tables", tables), ("tables again", tables)):
+                use(functions)
+                result = torch.empty(2 * n * n)
+                module.add_bias[(1,)](x, bias, result, N=n)
+                got.append(result)
+            out[n] = {{"same": [torch.equal(got[0].view(torch.int32), g.view(torch.int32)) for g in got[1:]],
+                      "torch": torch.allclose(got[0], expected, rtol=0, atol=1e-6),
+                      "tables_installed": tables[2] is not originals[2]}}
+        print(json.dumps(out))
+    ''')
+    for n, outcome in report.items():
+        assert outcome["tables_installed"], n
+        assert outcome["torch"], f"Triton's own result for N={n} is not the row broadcast"
+        assert outcome["same"] == [True, True], f"the tables' result for N={n} differs from Triton's"
 
 
 def test_same_type_operands_return_what_triton_returns():
