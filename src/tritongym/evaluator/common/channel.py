@@ -55,13 +55,19 @@ TAG_BYTES = 32
 MAX_TENSOR_DIMS = 32
 MAX_TENSOR_DIM = 1 << 40
 
-#: dtypes that may cross the channel, by wire name.
+#: dtypes that may cross the channel, by wire name: every dtype whose elements are whole bytes with
+#: one value each, so a tensor is its bytes and the comparison can read every element (unsigned
+#: 16/32/64-bit integers are bitcast sort keys and hashes; the fnuz and e8m0 float8 formats are
+#: ROCm's and MX scales). Left out, deliberately: quantized dtypes (their scale and zero point are
+#: not in the bytes), packed sub-byte formats (``float4_e2m1fn_x2``, ``uint1``..``uint7``,
+#: ``int1``..``int7``, ``bits*``: one byte is not one value), and ``complex32`` (experimental in
+#: torch, most ops missing). Names torch lacks are skipped (``uint16``..``uint64`` are torch >= 2.3).
 WIRE_DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
     for name in (
         "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-        "int8", "int16", "int32", "int64", "uint8", "bool",
-        "float8_e4m3fn", "float8_e5m2",
+        "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
     )
     if hasattr(torch, name)
 }
