@@ -287,16 +287,20 @@ class _Evaluation:
             raise CandidateFailed(Status.CRASHED, f"the candidate process stopped answering during {phase} "
                                                   f"({reason}): {exc}") from exc
 
-    def run_clean_room(self, start_room: Callable[[], WorkerHandle], time_reps: int = 0,
-                       profile_calls: int = 0) -> None:
+    def run_clean_room(self, start_room: Callable[[], WorkerHandle], reference: ReferenceRunner | None = None,
+                       time_reps: int = 0, profile_calls: int = 0) -> None:
         """Re-execute chosen trials' launch logs where no candidate code ever ran; decide on that.
 
         Called once the candidate answered every trial and passed the candidate-side filters
-        (which are cheap early exits, never a reason for reward). See `cleanroom`. With
-        `time_reps`, the room then times `time_reps` replays of one chosen task trial
-        (`replay_ms`; how it enters the speedup: `measurement.charged_candidate_ms`); with
-        `profile_calls` (a GPU), it profiles that many replays of it for the coverage
-        (`room_profile`; `measurement.run_profile` decides on it).
+        (which are cheap early exits, never a reason for reward). See `cleanroom`. The acceptance
+        rule is one property: **the outputs follow from the logged kernels and ops acting on the
+        clean room's own inputs**. Chosen trials are replayed on their own inputs; a log that
+        varies between trials (`replays.host_information`), or has no peer to compare with, is
+        also replayed on fresh inputs of the same shapes that the candidate never saw (drawn from
+        `reference`), and must give *their* answer there (`_counterfactual`). With `time_reps`,
+        the room then times `time_reps` replays of one chosen task trial (`replay_ms`;
+        `measurement.charged_candidate_ms`); with `profile_calls` (a GPU), it profiles that many
+        replays of it for the coverage (`room_profile`; `measurement.run_profile`).
         """
         for record in self.records:
             error = replays.log_error(record.log)
@@ -310,21 +314,17 @@ class _Evaluation:
                 return
         logs = [record.log for record in self.records]
         combos = self.config_combos()
-        for position, record in enumerate(self.records):
+        information = []
+        for position in range(len(self.records)):
             peers = [i for i, combo in enumerate(combos) if combo == combos[position]]
-            carried = replays.host_origin(logs, position, same_configs=peers if len(peers) > 1 else None)
-            if carried.elements > checks.HOST_READ_BUDGET and carried.external and (
-                    carried.elements - carried.external_elements <= checks.HOST_READ_BUDGET):
-                record.poison = carried.external  # decided by a poisoned replay below
-            elif carried.elements > checks.HOST_READ_BUDGET:
-                self.add_violation(Violation(
-                    ViolationCode.HOST_COMPUTE,
-                    f"trial {record.index}: the forward's launches and ops carry {carried.elements} values computed "
-                    f"on the host from this trial's inputs (budget {checks.HOST_READ_BUDGET}): "
-                    f"{'; '.join(carried.examples)}. Compute on the device, in the solution's kernels"))
-                return
-        chosen = sorted(set(replays.choose_replays(self.records))
-                        | {i for i, record in enumerate(self.records) if record.poison})
+            information.append(replays.host_information(logs, position,
+                                                        same_configs=peers if len(peers) > 1 else None))
+        chosen = sorted(set(replays.choose_replays(self.records)))
+        # A chosen log that varies between trials (or cannot be compared) must compute fresh inputs'
+        # answer too; any other log carrying more than its budget must as well, replayed or not.
+        counterfactual = sorted({i for i in chosen if information[i].bits > 0 or information[i].peers == 0}
+                                | {i for i, record in enumerate(self.records)
+                                   if information[i].bits > replays.value_budget_bits(record.expected)})
         room = start_room()
         phase = "start"
         try:
@@ -342,7 +342,10 @@ class _Evaluation:
                 payload = self._expect_room(reply, "replayed")
                 if not self._judge_replay(record, payload):
                     return
-                if record.poison and not self._dead_content(room, record, payload):
+            for position in counterfactual:
+                record = self.records[position]
+                phase = f"trial {record.index} on fresh inputs"
+                if not self._counterfactual(room, reference, record, information[position]):
                     return
             measured = self._measured_trial(chosen) if time_reps > 0 or profile_calls > 0 else None
             if time_reps > 0 and measured is not None:
@@ -353,7 +356,7 @@ class _Evaluation:
                 self._profile_replays(room, measured, profile_calls)
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
-                                  f"the {self.options.timeout:g} s budget ({phase})") from exc
+                                  f"what was left of the {self.options.timeout:g} s budget ({phase})") from exc
         except (ChannelClosed, ProtocolError) as exc:
             reason = room.process.wait_exit(grace=2.0)
             raise CandidateFailed(Status.CRASHED, f"the clean room stopped while re-executing the forward's launch "
@@ -365,6 +368,56 @@ class _Evaluation:
                 pass
             room.process.release()
             room.channel.close()
+
+    def _fresh_trial(self, reference: ReferenceRunner | None, record: replays.TrialRecord) -> ReferenceTrial | None:
+        """Inputs the candidate never saw, of `record`'s family and shapes, with the reference's answer."""
+        if reference is None:
+            return None
+        shapes = [(tuple(t.shape), t.dtype) for t in trivial.tensors(record.inputs)]
+        for _attempt in range(3):  # a task whose get_inputs draws its shapes may need a few draws
+            trial = reference.trial(self.seed_source(), record.family, truth=record.truth is not None)
+            if [(tuple(t.shape), t.dtype) for t in trivial.tensors(trial.inputs)] == shapes and trial.finite:
+                return trial
+        return None
+
+    def _counterfactual(self, room: WorkerHandle, reference: ReferenceRunner | None, record: replays.TrialRecord,
+                        carried: replays.HostInformation) -> bool:
+        """`record`'s log replayed on fresh inputs must give the reference's answer on *them*.
+
+        Host values that are functions of shapes, configs or buffers kept across calls survive a
+        change of the inputs' values; values derived from this trial's inputs (an answer computed in
+        torch and carried as scalars, grid sizes, constexprs, strides, module constants or shipped
+        bytes) do not. A log that fails it is value-dependent: honest code may be (jagged offsets, a
+        count read with ``.item()``), so it passes only when what varies between trials is too little
+        to hold the answer (`replays.value_budget_bits`).
+        """
+        trial = self._fresh_trial(reference, record)
+        why = "no fresh inputs of the same shapes could be drawn"
+        if trial is not None:
+            room.allow_reply_bytes(trivial.tensors(trial.expected))
+            reply = room.request("replay", {"inputs": trial.inputs, "log": record.log})
+            if reply.kind == "error":
+                payload = reply.payload if isinstance(reply.payload, dict) else {}
+                why = f"it does not re-execute on them: {str(payload.get('message'))[:300]}"
+            else:
+                outputs = self._expect_room(reply, "replayed").get("outputs")
+                with shared_float64():
+                    review = self.review_outputs(trial, outputs, record.previous_mean)
+                failing = [v for v in review.violations if v.code not in self.options.disabled_checks]
+                if review.comparison.passed and not failing:
+                    return True
+                why = review.comparison.message if not review.comparison.passed else failing[0].message
+        budget = replays.value_budget_bits(record.expected)
+        if carried.peers > 0 and 0 < carried.bits <= budget:
+            return True  # value-dependent launch data, too little to hold the answer
+        shown = "; ".join(carried.examples) or "nothing to compare it with"
+        self.add_violation(Violation(
+            ViolationCode.HOST_COMPUTE,
+            f"trial {record.index}: the forward's launch log, replayed on fresh inputs of the same shapes, does not "
+            f"compute their answer ({why[:300]}), and what it carries from the host differs between trials "
+            f"({carried.bits} bits: {shown}), more than this output's budget of {budget} bits: the answer rode in "
+            "the log as host data. Compute from this call's inputs on the device, in the solution's kernels"))
+        return False
 
     def _measured_trial(self, chosen: list[int]) -> replays.TrialRecord:
         """The replayed trial the clean room times and profiles: a task trial, picked in secret."""
@@ -397,23 +450,6 @@ class _Evaluation:
                 type(t) in (int, float) and math.isfinite(t) and t > 0 for t in times)):
             raise ProtocolError("malformed timing report from the clean room")
         self.replay_ms = [float(t) for t in times]
-
-    def _dead_content(self, room: WorkerHandle, record: replays.TrialRecord, replayed: dict[str, Any]) -> bool:
-        """Buffers kept from an earlier call (a cached workspace) differ between trials like host
-        data would; they are host data only if their bytes reach the outputs. Replayed with those
-        bytes poisoned, the outputs must not change."""
-        reply = room.request("replay", {"inputs": record.inputs, "log": record.log, "poison": record.poison})
-        if reply.kind == "replayed" and isinstance(reply.payload, dict):
-            same = compare_outputs(replayed.get("outputs"), reply.payload.get("outputs"), self.options.tolerance_for)
-            if same.passed:
-                return True
-        self.add_violation(Violation(
-            ViolationCode.HOST_COMPUTE,
-            f"trial {record.index}: tensors of unknown origin (made on the host, or kept from an earlier call) "
-            "carry data that differs between trials and reaches the outputs: replayed with their bytes "
-            "replaced, the outputs change. Compute from this call's inputs on the device, in the solution's "
-            "kernels"))
-        return False
 
     def _expect_room(self, message: Message, kind: str) -> dict[str, Any]:
         if message.kind == "error" and isinstance(message.payload, dict):
@@ -483,6 +519,19 @@ class _Evaluation:
             raise ProtocolError("malformed replay report")
         from tritongym.evaluator.oprules import covers_reference, heavy_share
 
+        raw = payload.get("raw_compute", [])
+        if not (isinstance(raw, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                              and type(r[1]) is int for r in raw)):
+            raise ProtocolError("malformed replay report")
+        if raw:
+            shown = ", ".join(f"{op} reading {elements} elements" for op, elements in raw[:4])
+            self.add_violation(Violation(
+                ViolationCode.PYTORCH_FALLBACK,
+                f"trial {record.index}, measured in the clean room: PyTorch computed on the inputs' (or the model "
+                f"state's) floating-point values before any kernel wrote them ({shown}). Views, copies, "
+                "allocations and work on integer metadata are glue; arithmetic on the problem's data is its work: "
+                "write it in the solution's Triton kernels"))
+            return False
         why = heavy_share((work[0], work[1]), record.compute_work, (moved[0], moved[1]), record.moved_elements)
         if why is None and covers_reference(ops, self.reference_ops):
             why = f"the logged PyTorch ops include every compute op of the reference ({', '.join(ops[:6])})"
@@ -725,7 +774,8 @@ class ReferenceSource(Protocol):
     """Where an evaluation gets its reference runner: a fresh worker each time (`FreshReferences`)
     or a warm one kept per problem (`tritongym.execution`)."""
 
-    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner: ...
+    def acquire(self, problem: Problem, device: str, timeout: float,
+                memory_limit_bytes: int | None = None) -> ReferenceRunner: ...
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None: ...
 
@@ -733,8 +783,9 @@ class ReferenceSource(Protocol):
 class FreshReferences:
     """A new reference worker per evaluation, closed at its end."""
 
-    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner:
-        return ReferenceRunner(problem, device=device, timeout=timeout)
+    def acquire(self, problem: Problem, device: str, timeout: float,
+                memory_limit_bytes: int | None = None) -> ReferenceRunner:
+        return ReferenceRunner(problem, device=device, timeout=timeout, memory_limit_bytes=memory_limit_bytes)
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None:
         runner.close()
@@ -771,7 +822,8 @@ def _spawn(module: str, source: Path, *, device: str, mode: str, job_dir: Path, 
 
 
 def _start_clean_room(job: Path, private: Path, *, device: str, mode: str, limits: ResourceLimits,
-                      options: EvalOptions, source: str, launcher: CandidateLauncher) -> WorkerHandle:
+                      options: EvalOptions, source: str, launcher: CandidateLauncher,
+                      budget: Budget | None = None) -> WorkerHandle:
     """The clean-room worker: jailed like the candidate, forked by the pool's server when it can."""
     if not getattr(launcher, "starts_clean_rooms", False):
         launcher = SpawnLauncher()
@@ -781,7 +833,7 @@ def _start_clean_room(job: Path, private: Path, *, device: str, mode: str, limit
                                or (8 << 30))
     return _spawn("tritongym.evaluator.cleanroom.worker", job / "candidate.py", device=device, mode=mode,
                   job_dir=job, log=private / "cleanroom.log", limits=limits, interpret=device == "cpu",
-                  budget=Budget(options.timeout), cgroup=cgroup, source_text=source, launcher=launcher)
+                  budget=budget or Budget(options.timeout), cgroup=cgroup, source_text=source, launcher=launcher)
 
 
 def _candidate_cgroup(evaluation: _Evaluation, max_pids: int, memory_bytes: int) -> Cgroup | None:
@@ -963,7 +1015,10 @@ def run_evaluation(
                            extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
                                        in options.disabled_checks else ()), source_text=source,
                            memory_fraction=options.candidate_memory_fraction, launcher=launcher)
-        reference = references.acquire(problem, device, options.reference_timeout)
+        # The reference is capped like the candidate (on a CPU: where a GPU runs the problem, its
+        # original-size inputs are made on the host first and may legitimately exceed the cap).
+        reference = references.acquire(problem, device, options.reference_timeout,
+                                       memory_limit_bytes=memory_bytes if device == "cpu" else None)
         evaluation.phases["startup"] = time.monotonic() - phase_started
         try:
             evaluation.run_trials(reference, candidate, seed_for_weights)
@@ -971,9 +1026,11 @@ def run_evaluation(
             wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and evaluation.records:
                 phase_started = time.monotonic()
+                # One budget for the whole evaluation: the clean room is charged to the candidate's.
                 evaluation.run_clean_room(lambda: _start_clean_room(
                     job, private, device=device, mode=mode, limits=candidate_limits, options=options,
-                    source=source, launcher=launcher), time_reps=options.timing_reps if wants_timing else 0,
+                    source=source, launcher=launcher, budget=candidate.budget), reference=reference,
+                    time_reps=options.timing_reps if wants_timing else 0,
                     profile_calls=options.profile_calls if on_gpu else 0)
                 evaluation.phases["clean_room"] = time.monotonic() - phase_started
             measurement.note_device(evaluation, reference)

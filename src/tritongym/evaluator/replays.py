@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+#: Most events one forward's log may hold (`launchlog.MAX_EVENTS`, enforced here, by the receiver).
+MAX_LOG_EVENTS = 20_000
 #: Trials replayed at least (the issue's floor for the CPU tier; a GPU replays the same).
 MIN_REPLAYS = 2
 
@@ -51,8 +53,6 @@ class TrialRecord:
     #: the reference's elements copied into a new layout, and into a new dtype (`optrace.op_moves`)
     moved_elements: tuple[int, int] = (0, 0)
     configs: list[tuple[str, int]] = field(default_factory=list)  # (autotuned kernel, config position)
-    #: external buffers whose bytes must be shown not to matter (replayed poisoned)
-    poison: list[int] = field(default_factory=list)
     #: the float64 evaluation, and the mean of the earlier trials' expected outputs of this family:
     #: the replay's outputs get every check the candidate's got (`parent.review_outputs`)
     truth: Any = None
@@ -72,6 +72,9 @@ def log_error(log: Any) -> str | None:
         return str(error)[:500]
     if not isinstance(log.get("events"), list) or not isinstance(log.get("buffers"), list):
         return "the launch log is malformed"
+    # The cap is the receiver's: the sender is the candidate's process and may ignore its own.
+    if len(log["events"]) > MAX_LOG_EVENTS:
+        return f"more than {MAX_LOG_EVENTS} kernel launches and PyTorch ops in one forward"
     return None
 
 
@@ -113,103 +116,243 @@ def choose_replays(records: list[TrialRecord], rng: secrets.SystemRandom | None 
     return sorted(set(chosen))
 
 
-def _scalars(value: Any, out: list[Any]) -> list[Any]:
-    """Every number, string and grid size in a log value, in order (tensor references skipped,
-    except their shapes and offsets, which are host data too)."""
-    if isinstance(value, dict):
-        if "T" in value:
-            out.extend(["o", value.get("o")])
-            for item in value.get("s") or []:
-                out.append(item)
-            return out
-        for key in sorted(value):
-            _scalars(value[key], out)
-        return out
-    if isinstance(value, list):
-        for item in value:
-            _scalars(item, out)
-        return out
-    out.append(value)
-    return out
+#: Bits of one buffer reference's identity (which buffer an argument names): a choice among the
+#: log's buffers, charged as one byte however few buffers there are.
+REFERENCE_BITS = 8
+#: The most host information (bits) a log whose counterfactual replay fails may carry: the old
+#: allowance of 64 values, in 64-bit words (`value_budget_bits`).
+HOST_BITS_CAP = 64 * 64
+#: Share of an answer's information that value-dependent host data may carry: 1/16.
+ANSWER_SHARE_DIVISOR = 16
 
 
-def _event_scalars(log: dict[str, Any], launch_meta: bool = True) -> list[Any]:
-    values: list[Any] = []
-    for event in log.get("events") or []:
-        if isinstance(event, dict):
-            values.append(event.get("op") or event.get("launch"))
-            if launch_meta or "op" in event:
-                _scalars(event.get("grid"), values)
-                _scalars(event.get("kwargs"), values)
-            _scalars(event.get("args"), values)
-            _scalars(event.get("out"), values)
-    _scalars(log.get("outputs"), values)
-    return values
+def value_bits(value: Any) -> int:
+    """Information in one logged leaf, in bits, at the width the log gives it.
+
+    Integers by their magnitude (a count of 1,000 rows is 11 bits; two float32 answers packed
+    in one int64 are 64), floats as the doubles they are on the wire, strings at 8 bits a
+    character, flags and None at one bit.
+    """
+    if value is None or type(value) is bool:
+        return 1
+    if type(value) is int:
+        return abs(value).bit_length() + 1
+    if type(value) is float:
+        return 64
+    if type(value) is str:
+        return 8 * max(1, len(value))
+    if isinstance(value, tuple) and value and value[0] == "buffer":
+        return REFERENCE_BITS
+    return 64
 
 
-def _external_digests(log: dict[str, Any]) -> list[tuple[str, int]]:
-    blobs = log.get("blobs") or []
-    digests = []
-    for blob in blobs:
-        if isinstance(blob, torch.Tensor):
-            data = blob.contiguous().numpy().tobytes() if blob.numel() else b""
-            digests.append((hashlib.sha256(data).hexdigest(), max(1, blob.numel() // 4)))
-        else:
-            digests.append(("?", 1))
-    return digests
+def _blob_digest(blob: Any) -> tuple[str, int]:
+    """(sha256 of the bytes, bytes) of one shipped buffer; anything but bytes is opaque."""
+    if isinstance(blob, torch.Tensor):
+        data = blob.contiguous().numpy().tobytes() if blob.numel() else b""
+        return hashlib.sha256(data).hexdigest(), len(data)
+    return "?", 0
+
+
+class _Canonical:
+    """One log as comparable leaves: every field it carries, buffers named by what they are.
+
+    A buffer reference is compared by the buffer's identity, not its number in this log: a
+    problem input or model state by its index, a buffer shipped from the host by its content's
+    digest (so different bytes differ), a buffer an event made by that event's signature and
+    occurrence (so one extra allocation at a first call does not rename every later buffer).
+    """
+
+    def __init__(self, log: dict[str, Any], launch_meta: bool) -> None:
+        self.launch_meta = launch_meta
+        buffers = log.get("buffers") if isinstance(log.get("buffers"), list) else []
+        blobs = log.get("blobs") if isinstance(log.get("blobs"), list) else []
+        self.blobs = [_blob_digest(b) for b in blobs]
+        self.names: dict[int, tuple[Any, ...]] = {}
+        for number, entry in enumerate(buffers):
+            if not isinstance(entry, dict):
+                self.names[number] = ("buffer", "malformed", number)
+            elif entry.get("kind") in ("input", "state"):
+                self.names[number] = ("buffer", entry.get("kind"), entry.get("index"), entry.get("nbytes"))
+            elif entry.get("kind") == "external":
+                blob = entry.get("blob")
+                digest = self.blobs[blob] if type(blob) is int and 0 <= blob < len(self.blobs) else ("?", 0)
+                self.names[number] = ("buffer", "external", digest[0], entry.get("nbytes"))
+        events = log.get("events") if isinstance(log.get("events"), list) else []
+        self.signatures: list[Any] = []
+        self.events: list[list[tuple[str, Any]]] = []
+        seen: dict[Any, int] = {}
+        for event in events:
+            if not isinstance(event, dict):
+                continue
+            signature = ("op", event.get("op")) if "op" in event else ("launch", str(event.get("launch")))
+            occurrence = seen.get(signature, 0)
+            seen[signature] = occurrence + 1
+            for number in _made_buffers(event.get("out")):
+                if number not in self.names:
+                    self.names[number] = ("buffer", "new", signature, occurrence)
+            self.signatures.append(signature)
+            self.events.append([])
+        position = 0
+        for event in events:
+            if not isinstance(event, dict):
+                continue
+            leaves = self.events[position]
+            fields = ("args", "out") if ("launch" in event and not launch_meta) else ("grid", "kwargs", "args", "out")
+            for name in fields:
+                self._leaves(event.get(name), name, leaves)
+            position += 1
+        self.rest: list[tuple[str, Any]] = []
+        self._leaves(log.get("outputs"), "outputs", self.rest)
+        self._leaves(log.get("kernels"), "kernels", self.rest)
+        extra = {k: v for k, v in log.items() if k not in ("events", "buffers", "blobs", "outputs", "kernels", "error")}
+        self._leaves(extra, "log", self.rest)
+
+    def _leaves(self, value: Any, path: str, out: list[tuple[str, Any]], depth: int = 0) -> None:
+        if depth > 12:
+            out.append((path, "deep"))
+            return
+        if isinstance(value, dict):
+            if "T" in value:
+                number = value.get("T")
+                out.append((path + ".T", self.names.get(number, ("buffer", "unknown", number))
+                            if type(number) is int else ("buffer", "unknown", str(number)[:20])))
+                for key in sorted(k for k in value if k != "T"):
+                    self._leaves(value[key], f"{path}.{key}", out, depth + 1)
+                return
+            for key in sorted(value, key=str):
+                self._leaves(value[key], f"{path}.{key}", out, depth + 1)
+            if not value:
+                out.append((path, "{}"))
+            return
+        if isinstance(value, list):
+            out.append((path + "#", len(value)))
+            for i, item in enumerate(value):
+                self._leaves(item, f"{path}[{i}]", out, depth + 1)
+            return
+        out.append((path, value if type(value) in (int, float, str, bool) or value is None else repr(value)[:80]))
+
+
+def _made_buffers(out: Any) -> list[int]:
+    """Buffer numbers an event's results refer to (the buffers it made, or wrote)."""
+    found: list[int] = []
+    stack = [out]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if type(value.get("T")) is int:
+                found.append(value["T"])
+            stack.extend(v for k, v in value.items() if k != "T")
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 @dataclass
-class HostOrigin:
-    """Host data a log carries that depends on the trial (elements, with examples).
+class HostInformation:
+    """What one trial's log carries that its peers' logs do not share, in bits.
 
-    `external` lists the log's external buffers (by blob number) whose bytes differ between
-    trials, and `external_elements` their share of `elements`: a buffer kept from an earlier call
-    (a cached workspace) differs too, and is host data only if its content reaches the outputs,
-    which the clean room tests by replaying with those bytes poisoned (`dead_content`).
+    `bits` counts every differing leaf of every field of the log (arguments, grids, keywords,
+    results' views, which buffer each reference names, the kernel table's module constants, the
+    outputs' structure) at its width (`value_bits`), every event the peers do not have whole,
+    and 8 bits per byte of each shipped buffer whose content differs. `peers` is how many logs
+    it was compared with (0: nothing to compare, the counterfactual replay decides alone).
     """
 
-    elements: int = 0
+    bits: int = 0
+    peers: int = 0
     examples: list[str] = field(default_factory=list)
-    external: list[int] = field(default_factory=list)
-    external_elements: int = 0
+
+    def note(self, bits: int, example: str) -> None:
+        self.bits += bits
+        if len(self.examples) < 3:
+            self.examples.append(example)
 
 
-def host_origin(logs: list[dict[str, Any]], position: int, same_configs: list[int] | None = None) -> HostOrigin:
-    """What the log at `position` carries from the host that the other trials' logs do not share.
+def host_information(logs: list[dict[str, Any]], position: int,
+                     same_configs: list[int] | None = None) -> HostInformation:
+    """The information the log at `position` carries that varies between trials (`HostInformation`).
 
-    A value that is the same in every trial's log (a block size, ``eps``, a shape, a table made
-    in ``__init__``) carries no information about this trial's inputs; one that differs was
-    computed from them on the host. Each differing scalar or grid size counts one element, each
-    differing external buffer its size in 4-byte elements, and a log longer than the others
-    counts its extra values.
+    A value the same in every trial's log (a block size, ``eps``, a shape, a table made in
+    ``__init__``) carries nothing about this trial's inputs; one that differs was computed from
+    them on the host. Events are aligned by what they are (op name or kernel), not by position.
+    Autotune changes grids and block sizes legitimately: trials that ran the same configs are
+    compared whole; without such a peer, launches are compared without their grid and keywords.
     """
-    # Autotune rotates configs over the trials: a launch's grid and keyword arguments (block
-    # sizes, warps) differ with the config. Trials that ran the same configs are compared whole;
-    # without such a peer, launches are compared by their positional arguments only.
+    import difflib
+
     whole = same_configs is not None or len(logs) < 2
     peers = [i for i in (same_configs if same_configs is not None else range(len(logs))) if i != position]
-    mine = _event_scalars(logs[position], launch_meta=whole)
-    others = [_event_scalars(logs[i], launch_meta=whole) for i in peers]
-    report = HostOrigin()
-    if not others:
+    report = HostInformation(peers=len(peers))
+    if not peers:
         return report
-    for slot, value in enumerate(mine):
-        if any(slot >= len(other) or other[slot] != value for other in others):
-            report.elements += 1
-            if len(report.examples) < 3:
-                report.examples.append(f"a logged value ({str(value)[:40]}) that differs between trials")
-    shortest = min(len(other) for other in others)
-    if len(mine) < shortest:
-        report.elements += shortest - len(mine)
-    blobs = _external_digests(logs[position])
-    other_blobs = [_external_digests(logs[i]) for i in peers]
-    for slot, (digest, elements) in enumerate(blobs):
-        if any(slot >= len(other) or other[slot][0] != digest for other in other_blobs):
-            report.elements += elements
-            report.external.append(slot)
-            report.external_elements += elements
-            if len(report.examples) < 3:
-                report.examples.append(f"a tensor of unknown origin ({elements} elements) made on the host, "
-                                       "different in each trial")
+    mine = _Canonical(logs[position], launch_meta=whole)
+    differing: dict[tuple[int, str], Any] = {}
+    unmatched: set[int] = set()
+    rest_differing: dict[str, Any] = {}
+    for peer in peers:
+        other = _Canonical(logs[peer], launch_meta=whole)
+        matcher = difflib.SequenceMatcher(None, mine.signatures, other.signatures, autojunk=False)
+        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
+            if tag != "equal":
+                unmatched.update(range(i1, i2))
+                continue
+            for offset in range(i2 - i1):
+                theirs = dict(other.events[j1 + offset])
+                for path, value in mine.events[i1 + offset]:
+                    if path not in theirs or theirs[path] != value or type(theirs[path]) is not type(value):
+                        differing[(i1 + offset, path)] = value
+        theirs_rest = dict(other.rest)
+        for path, value in mine.rest:
+            if path not in theirs_rest or theirs_rest[path] != value or type(theirs_rest[path]) is not type(value):
+                rest_differing[path] = value
+    charged_blobs: set[str] = set()
+
+    def charge(value: Any, where: str) -> None:
+        if isinstance(value, tuple) and value[:2] == ("buffer", "external") and value[2] not in charged_blobs:
+            charged_blobs.add(value[2])
+            size = next((n for d, n in mine.blobs if d == value[2]), 0)
+            report.note(8 * size, f"{size} bytes shipped from the host, different in each trial ({where})")
+        report.note(value_bits(value), f"{where} = {str(value)[:40]}, different in each trial")
+
+    for event in sorted(unmatched):
+        what = mine.signatures[event]
+        report.note(value_bits(str(what[1])), f"an event ({what[1]}) the other trials do not have")
+        for path, value in mine.events[event]:
+            charge(value, f"{what[1]} {path}")
+    for (event, path), value in sorted(differing.items(), key=lambda item: item[0]):
+        charge(value, f"{mine.signatures[event][1]} {path}")
+    for path, value in rest_differing.items():
+        charge(value, path)
     return report
+
+
+def answer_bits(expected: Any) -> int:
+    """A lower bound on the information an answer within tolerance holds, in bits.
+
+    An element within a 1e-2 relative tolerance needs at least log2(100) ~ 7 significant bits and
+    its sign: 8 bits for every floating-point element (ignoring the exponent), 8 for integers, 1
+    for a flag. Whatever carries an answer must carry at least this much.
+    """
+    bits = 0
+    stack = [expected]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            bits += value.numel() * (1 if value.dtype == torch.bool else 8)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return bits
+
+
+def value_budget_bits(expected: Any) -> int:
+    """Host information a log may carry when its counterfactual replay fails (`HostInformation`).
+
+    Such a log is value-dependent (jagged offsets, a count read with ``.item()``, a grid from a
+    maximum length): it may carry at most 1/16 of the answer's information (`answer_bits`), and
+    never more than `HOST_BITS_CAP`, so the kernels replayed from it must compute the rest; a
+    scalar or a small row of results gets no budget at all.
+    """
+    return min(HOST_BITS_CAP, answer_bits(expected) // ANSWER_SHARE_DIVISOR)

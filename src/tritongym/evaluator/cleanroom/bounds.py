@@ -55,6 +55,8 @@ class LaunchBounds:
         self.starts = np.array([b.start for b in self.buffers], dtype=np.int64)
         self.ends = np.array([b.end for b in self.buffers], dtype=np.int64)
         self.start_list = [b.start for b in self.buffers]
+        #: start addresses of the buffers an active lane stored to or updated (what the launch wrote)
+        self.written: set[int] = set()
 
     def check(self, access: str, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int) -> None:
         """Raise `OutOfBounds` when an active lane's element is not wholly inside one buffer."""
@@ -67,7 +69,11 @@ class LaunchBounds:
                 mask = np.broadcast_to(mask, lanes.shape)
             lanes = lanes[mask]
         lanes = lanes.ravel()
-        if lanes.size == 0 or self._inside_one_buffer(lanes, itemsize):
+        if lanes.size == 0:
+            return
+        if self._inside_one_buffer(lanes, itemsize):
+            if access != "loaded":
+                self.written.add(self.start_list[bisect.bisect_right(self.start_list, int(lanes.min())) - 1])
             return
         slot = np.searchsorted(self.starts, lanes, side="right") - 1
         inside = slot >= 0
@@ -77,6 +83,8 @@ class LaunchBounds:
             # `lanes < ends` first: `lanes + itemsize` cannot wrap for an address below a real end.
             inside &= (lanes < ends) & (lanes + itemsize <= ends)
         if bool(inside.all()):
+            if access != "loaded":
+                self.written.update(int(self.starts[i]) for i in np.unique(slot))
             return
         bad = int(np.flatnonzero(~inside)[0])
         raise OutOfBounds(self.describe(access, int(lanes[bad]), itemsize, int((~inside).sum())))
@@ -133,12 +141,13 @@ _active: LaunchBounds | None = None
 
 
 @contextlib.contextmanager
-def launch(kernel: str, buffers: list[Buffer]) -> Iterator[None]:
-    """Check every access of the interpreted launch inside this block against `buffers`."""
+def launch(kernel: str, buffers: list[Buffer]) -> Iterator[LaunchBounds]:
+    """Check every access of the interpreted launch inside this block against `buffers`; the
+    yielded `LaunchBounds` says afterwards which buffers the launch wrote (`written`)."""
     global _active
     previous, _active = _active, LaunchBounds(kernel, buffers)
     try:
-        yield
+        yield _active
     finally:
         _active = previous
 

@@ -266,8 +266,11 @@ class KernelBuilder:
                             "kernels of the same file, modules of Triton and numbers only)")
 
     def build(self, key: str, table: dict[str, dict[str, Any]]) -> BuiltKernel:
-        if key in self.built:
-            return self.built[key]
+        # Built once per key *and* bindings: a log whose kernel carries other module constants (a
+        # fresh kernel object per call, each with that call's globals) gets a kernel with those.
+        cache_key = f"{key}|{_bindings_digest(key, table)}"
+        if cache_key in self.built:
+            return self.built[cache_key]
         if key in self._building:
             raise KernelRefused(f"kernel {key} refers to itself")
         entry = table.get(key)
@@ -299,7 +302,7 @@ class KernelBuilder:
         finally:
             self._building.discard(key)
         built = BuiltKernel(key=key, jit=jit)
-        self.built[key] = built
+        self.built[cache_key] = built
         return built
 
     def _compile(self, function: ast.FunctionDef, namespace: dict[str, Any], key: str) -> Any:
@@ -315,6 +318,30 @@ class KernelBuilder:
         code = compile(text, path, "exec")
         exec(code, namespace)  # noqa: S102 - the checked text of one kernel, in a namespace of Triton only
         return triton.jit(namespace[function.name])
+
+
+def _bindings_digest(key: str, table: dict[str, Any]) -> str:
+    """A stable digest of a kernel's table entry and those of the kernels it names (their globals'
+    bindings), for the build cache: a kernel built with other constants is another kernel."""
+    import hashlib
+    import json
+
+    entries: dict[str, Any] = {}
+    pending = [key]
+    while pending and len(entries) < 256:
+        name = pending.pop()
+        if name in entries:
+            continue
+        entry = table.get(name) if isinstance(table, dict) else None
+        entries[name] = entry
+        bindings = entry.get("globals") if isinstance(entry, dict) else None
+        if isinstance(bindings, dict):
+            pending.extend(str(b["kernel"]) for b in bindings.values() if isinstance(b, dict) and "kernel" in b)
+    try:
+        text = json.dumps(entries, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        text = repr(entries)
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _builtin(name: str) -> Any:

@@ -9,17 +9,17 @@ from the hashed source) and sends back *its* outputs and the PyTorch work it exe
 (`optrace.op_work`, the measure the candidate's trace uses). The parent decides on these.
 
 Protocol (parent → clean room): ``hello {key, source_sha256}`` → ``ready``;
-``state {tensors}`` → ``state_set``; ``replay {inputs, log, poison}`` → ``replayed {outputs, compute_ops,
-work, launches, events}``; ``time {inputs, log, reps, warmup_ms}`` → ``timed {ms, method}`` (`time_replay`);
+``state {tensors}`` → ``state_set``; ``replay {inputs, log}`` → ``replayed {outputs, compute_ops,
+work, moved, launches, raw_compute}``; ``time {inputs, log, reps, warmup_ms}`` → ``timed {ms, method}`` (`time_replay`);
 ``profile {inputs, log, calls}`` → ``profiled {kernels, candidate_compiled_kernels, ...}`` (GPU,
 `profile_replay`); each may answer ``error {kind, message}`` with kind ``refused`` (a kernel is not
 Triton or names what the clean room does not provide), ``diverged`` (the log cannot be executed
 as written, or raises), ``unsupported`` (the CPU interpreter itself cannot run a construct),
 ``out_of_bounds`` (a kernel loaded or stored outside the buffers its launch was given: see
-`cleanroom.bounds`, CPU tier); ``exit``. ``poison`` lists external buffers whose bytes are
-replaced by all-ones bytes (the parent's test that a buffer kept from an earlier call is dead
-content, not host data). In every ``replay``, the results of ``torch.empty``-family ops are
-filled the same way (`optrace.poison_uninitialised`), as in the candidate's checked trials.
+`cleanroom.bounds`, CPU tier); ``exit``. In every ``replay``, the results of ``torch.empty``-family
+ops are filled with all-ones bytes (`optrace.poison_uninitialised`), as in the candidate's checked
+trials. The parent sends a trial's log with that trial's inputs, and with fresh inputs the
+candidate never saw (its counterfactual test); the room cannot tell which, and need not.
 """
 
 from __future__ import annotations
@@ -46,6 +46,30 @@ from tritongym.evaluator.worker.optrace import (
     poison_uninitialised,
     storage_nbytes,
 )
+
+#: Compute ops that only move values (no arithmetic on them): glue on the inputs, like views and
+#: copies, not PyTorch work on their values (`Replay.raw_compute`).
+MOVEMENT_OPS = frozenset("aten::" + name for name in (
+    "cat", "stack", "hstack", "vstack", "constant_pad_nd", "flip", "roll", "repeat", "index_select", "gather",
+    "narrow_copy", "slice_copy", "select_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy",
+    "view_copy", "unsqueeze_copy", "squeeze_copy", "_unsafe_view", "as_strided_copy", "split_with_sizes_copy",
+    "split_copy", "unbind_copy", "diagonal_copy", "unfold_copy", "index", "take", "_reshape_copy", "reshape",
+    "flatten", "unflatten", "movedim", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+))
+#: Ops that are "random" by name but read their tensor arguments' values (``normal(mean, 0.0)``
+#: returns ``mean`` bit for bit): judged by their arguments, as compute (`Replay.raw_compute`).
+VALUE_READING_RANDOM_OPS = frozenset("aten::" + name for name in (
+    "normal", "bernoulli", "poisson", "binomial", "multinomial", "_standard_gamma", "_sample_dirichlet",
+    "rrelu_with_noise", "native_dropout", "dropout", "feature_dropout", "alpha_dropout",
+))
+#: Ops whose results hold none of their arguments' values (allocations "like" a tensor, fills).
+FRESH_RESULT_OPS = frozenset("aten::" + name for name in (
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_", "zero", "zero_",
+    "scalar_tensor", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",
+    "linspace", "logspace", "eye", "normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_",
+    "cauchy_", "log_normal_",
+))
 
 #: ATen ops a log may not name although they are in the ``aten`` namespace (host side effects).
 DENIED_OPS = frozenset({"from_file", "_print", "save", "load", "_debug_has_internal_overlap", "_assert_async",
@@ -92,6 +116,12 @@ class Replay:
         #: elements copied into a new layout, and into a new dtype (`optrace.op_moves`)
         self.moved = [0, 0]
         self.launches = 0
+        #: buffers holding the inputs' or the model state's values that no kernel has written since
+        #: (copies and views of them included): PyTorch arithmetic on their floating-point values is
+        #: the problem's work done in PyTorch, whatever it costs (`raw_compute`)
+        self.raw: set[int] = set()
+        #: ``[op, elements read]`` of each such op, in order
+        self.raw_compute: list[list[Any]] = []
         #: compiled kernel name -> launches (GPU: `CompiledKernel.name`), for the coverage profile
         self.compiled: dict[str, int] = {}
 
@@ -101,8 +131,7 @@ class Replay:
             raise Diverged("a shipped buffer is not a byte string")
         return content.to(self.device, copy=True).untyped_storage()
 
-    def load_buffers(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()
-                     ) -> None:
+    def load_buffers(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> None:
         buffers = log.get("buffers")
         blobs = log.get("blobs") or []
         if not isinstance(buffers, list) or not isinstance(blobs, list):
@@ -124,15 +153,12 @@ class Replay:
                 if not isinstance(blob, int) or not 0 <= blob < len(blobs):
                     raise Diverged("an external buffer has no bytes")
                 storage = self._bytes_storage(blobs[blob])
-                if blob in poison:
-                    # All bits set: NaN in every float format, -1 in every integer: content that
-                    # reaches the outputs shows there.
-                    torch.empty(0, dtype=torch.uint8, device=self.device).set_(
-                        storage, 0, (storage.nbytes(),), (1,)).fill_(255)
             elif kind == "new":
                 storage = None
             else:
                 raise Diverged(f"unknown buffer kind {str(kind)[:40]!r}")
+            if kind in ("input", "state"):
+                self.raw.add(len(self.storages))
             if storage is not None and storage.nbytes() != nbytes:
                 raise Diverged(f"buffer of {nbytes} bytes arrived with {storage.nbytes()}")
             self.storages.append(storage)
@@ -249,8 +275,8 @@ class Replay:
                 self.bind_outputs(item, value)
 
     # -- events -----------------------------------------------------------------------------
-    def run(self, log: dict[str, Any], inputs: list[torch.Tensor], poison: frozenset[int] = frozenset()) -> Any:
-        self.load_buffers(log, inputs, poison)
+    def run(self, log: dict[str, Any], inputs: list[torch.Tensor]) -> Any:
+        self.load_buffers(log, inputs)
         return self.execute(log)
 
     def execute(self, log: dict[str, Any]) -> Any:
@@ -288,6 +314,7 @@ class Replay:
         if before is not None:
             poison_growth(args[0], before)
         work = op_work(func, args, kwargs, out)
+        self._follow_raw(event, base, work)
         if work is not None:
             name = event["op"].rpartition(".")[0] if "." in event["op"] else event["op"]
             self.compute_ops.setdefault(name, None)
@@ -297,6 +324,29 @@ class Replay:
             layout, dtype = op_moves(func, args, kwargs, out)
             self.moved[0] += layout
             self.moved[1] += dtype
+
+    def _follow_raw(self, event: dict[str, Any], base: str, work: tuple[int, int] | None) -> None:
+        """Which buffers still hold the inputs' values after this op, and whether it computed on them."""
+        read = _references(event.get("args")) + _references(event.get("kwargs"))
+        raw_floats = [ref for ref in read if ref.get("T") in self.raw and _floating(ref.get("d"))]
+        if raw_floats and base not in MOVEMENT_OPS and (work is not None or base in VALUE_READING_RANDOM_OPS):
+            elements = work[0] if work is not None else sum(math.prod(r.get("s") or []) for r in raw_floats)
+            self.raw_compute.append([base, int(elements)])
+        carries = base not in FRESH_RESULT_OPS and any(ref.get("T") in self.raw for ref in read)
+        for ref in _references(event.get("out")):
+            if carries:
+                self.raw.add(ref.get("T"))
+            else:
+                self.raw.discard(ref.get("T"))
+
+    def _written_by_launch(self, event: dict[str, Any], written: set[int]) -> set[int]:
+        """Buffer numbers a launch wrote: measured by the bounds check on the CPU tier; on a GPU
+        (compiled kernels, nothing measured) every tensor argument that is not an input or state."""
+        numbers = {ref.get("T") for ref in _references(event.get("args")) + _references(event.get("kwargs"))}
+        if self.device.type == "cpu":
+            return {n for n in numbers if type(n) is int and 0 <= n < len(self.storages)
+                    and self.storages[n] is not None and self.storages[n].data_ptr() in written}
+        return {n for n in numbers if n not in self.raw}
 
     def _run_launch(self, event: dict[str, Any]) -> None:
         kernel = self.builder.build(event["launch"], self.kernels).jit
@@ -310,8 +360,9 @@ class Replay:
         kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
         buffers = bounds.tensor_buffers(list(getattr(kernel, "arg_names", None) or []), args, kwargs)
         try:
-            with bounds.launch(str(event["launch"]).partition(":")[0], buffers):
+            with bounds.launch(str(event["launch"]).partition(":")[0], buffers) as checked:
                 compiled = kernel.run(*args, grid=tuple(grid), warmup=False, **kwargs)
+            self.raw -= self._written_by_launch(event, checked.written)
         except KernelRefused:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -336,6 +387,26 @@ class Unsupported(Exception):
 def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
     """`exc` or the first exception of type `kind` it was raised from (the interpreter wraps)."""
     return next((error for error in common.exception_chain(exc) if isinstance(error, kind)), None)
+
+
+def _references(value: Any) -> list[dict[str, Any]]:
+    """The tensor references (``{"T": n, ...}``) in a logged value, in order."""
+    found: list[dict[str, Any]] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "T" in item:
+                found.append(item)
+            else:
+                stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _floating(dtype: Any) -> bool:
+    return isinstance(dtype, str) and dtype.startswith(("float", "bfloat", "complex"))
 
 
 def _ints(value: Any) -> bool:
@@ -477,15 +548,12 @@ def serve(channel: Any, source: str, device: torch.device) -> None:
             if not isinstance(inputs, list):
                 raise Diverged("no inputs")
             with torch.no_grad():
-                poison = payload.get("poison") or []
-                if not isinstance(poison, list) or not all(type(b) is int for b in poison):
-                    raise Diverged("malformed poison list")
-                outputs = replay.run(log or {}, common.tensors_in(inputs), frozenset(poison))
+                outputs = replay.run(log or {}, common.tensors_in(inputs))
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
             channel.send("replayed", {"outputs": plain(outputs), "compute_ops": list(replay.compute_ops),
                                       "work": [replay.elements, replay.flops], "moved": replay.moved,
-                                      "launches": replay.launches})
+                                      "launches": replay.launches, "raw_compute": replay.raw_compute[:8]})
         except KernelRefused as exc:
             channel.send("error", {"kind": "refused", "message": str(exc)[:2000]})
         except Unsupported as exc:
