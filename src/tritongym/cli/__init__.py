@@ -77,6 +77,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"tritongym run: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return EXIT_USAGE
     options = options_from(args)
+    from tritongym.evaluator.parent import resolve_device
+
+    resolve_device(options.device)  # --device cuda without CUDA: refused once, with eval's message (OptionsError)
     paired, missing = pair_solutions(problems, solutions)
     if not paired:
         print(f"tritongym run: no solution in {solutions} matches any of the {len(problems)} problems "
@@ -99,8 +102,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     sandboxes: set[str] = set()
+    folder = None
+    if args.run_dir:
+        from tritongym.bench.run_folder import RunFolder
+
+        folder = RunFolder(args.run_dir, options=options, size=size)
     bar = _progress_bar(len(jobs), args.progress)
-    table = RunTable(args, write=bar.write if bar is not None else print)
+    table = RunTable(args, write=bar.write if bar is not None else print, folder=folder)
     table.start(refused, size)
     workers = args.workers or default_workers(options.device)
     try:
@@ -118,15 +126,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                     try:
                         result = future.result()
                     except Exception as exc:  # noqa: BLE001 - one problem's failure never loses the rest
-                        table.error(head, job.shown, printable(f"{type(exc).__name__}: {exc}")[:300])
+                        table.error(head, job.shown, printable(f"{type(exc).__name__}: {exc}")[:300], job)
                         continue
                     sandboxes.add(result.sandbox)
-                    table.verdict(head, job.shown, result)
+                    table.verdict(head, job.shown, result, job)
                 stats = pool.stats()
         else:
             stats = None
     finally:
         table.close()
+        if folder is not None:
+            folder.close([p.problem_id for p in missing])
     if bar is not None:
         bar.close()
     if not args.json:
@@ -143,6 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "--only NAME narrows the set")
         if args.out:
             print(f"results written to {args.out} (one JSON object per line)")
+        if folder is not None:
+            print(f"run folder: {args.run_dir} (tritongym report {args.run_dir})")
     return EXIT_OK
 
 
@@ -423,14 +435,21 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Pair each problem with the solution file of the same name "
                                             "and evaluate them all.")
     p_run.add_argument("--problems", default="builtin",
-                       help="'builtin', a problem .py, a KernelBench folder, or a .jsonl/.parquet file in the "
-                            "Hugging Face layout (default: %(default)s)")
+                       help="'builtin', a problem .py, a KernelBench clone or folder, a .jsonl/.parquet file in the "
+                            "Hugging Face layout, or a Hugging Face dataset id (ScalingIntelligence/KernelBench: "
+                            "downloaded once, then cached; needs pip install -e '.[data]') (default: %(default)s)")
     p_run.add_argument("--solutions", required=True, metavar="DIR",
                        help="folder with one <problem name>.py per problem (levelN/ subfolders also work), or "
                             "KernelBench's level_L_problem_N_sample_S_kernel.py files (every sample is evaluated)")
     p_run.add_argument("--only", action="append", metavar="NAME",
                        help="only this problem, by name or id (repeatable)")
-    p_run.add_argument("--out", metavar="FILE", help="also write every result as JSON lines to FILE")
+    p_run.add_argument("--out", metavar="FILE", help="also write every result as JSON lines to FILE (its folder "
+                                                     "is created)")
+    p_run.add_argument("--run-dir", metavar="DIR",
+                       help="write a run folder in KernelBench's layout (runs/<run_name>/): each evaluated "
+                            "level_L_problem_P_sample_S_kernel.py with its _result.json beside it, results.jsonl, "
+                            "run.json and trajectories.jsonl, which 'tritongym report DIR' reads (correctness, "
+                            "fast_p, per-level tables)")
     p_run.add_argument("--level", type=int, action="append", help="only these KernelBench levels (repeatable)")
     p_run.add_argument("--json", action="store_true",
                        help="print one JSON object per evaluation (JSON lines), each as it finishes")

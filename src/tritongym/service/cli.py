@@ -107,6 +107,17 @@ def _client(args: argparse.Namespace) -> Any:
     return Client(args.server)
 
 
+def unreachable(command: str, args: argparse.Namespace, exc: Exception) -> int:
+    """One line, no traceback, for a server that does not answer (nothing listens, or the connection
+    broke): what was tried and how to start one. Exit 3: the evaluator was not available."""
+    from tritongym.cli.options import first_line
+
+    reason = first_line(f"{type(exc).__name__}: {exc}", 200)
+    print(f"tritongym {command}: no tritongym server answers at {args.server} ({reason}); start one with "
+          f"'tritongym serve' (pip install -e '.[service]'), or check the URL", file=sys.stderr)
+    return EXIT_EVALUATOR
+
+
 def remote_size(args: argparse.Namespace) -> str:
     """The ``size`` a remote evaluation asks for: ``--size`` as given; without it, ``cpu`` for
     ``--device cpu``, ``original`` for a GPU, and for ``--device auto`` the server decides
@@ -149,9 +160,15 @@ def cmd_eval_remote(args: argparse.Namespace) -> int:
         except ProblemError as exc:
             print(f"tritongym eval: not evaluated: {exc}", file=sys.stderr)
             return EXIT_USAGE
-    with _client(args) as client:
+    client = _client(args)  # first: it names the extra to install when httpx is missing
+
+    import httpx
+
+    with client:
         try:
             result = client.evaluate(_problem_at(problem, size), Path(args.solution), options_from(args))
+        except httpx.TransportError as exc:
+            return unreachable("eval", args, exc)
         except ServiceHTTPError as exc:
             print(f"tritongym eval: the server refused the request: {exc}", file=sys.stderr)
             return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
@@ -193,11 +210,20 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
         by_id = {p.problem_id: p for p in sized.problems}
         jobs = [replace(job, problem=by_id[job.problem.problem_id]) for job in jobs if job.problem.problem_id in by_id]
     options = options_from(args)
+    client = _client(args)  # before the table: it names the extra to install when httpx is missing
+
+    import httpx
+
     started = time.monotonic()
-    table = RunTable(args, write=lambda line: print(line, flush=True))
+    folder = None
+    if getattr(args, "run_dir", None):
+        from tritongym.bench.run_folder import RunFolder
+
+        folder = RunFolder(args.run_dir, options=options, size=size)
+    table = RunTable(args, write=lambda line: print(line, flush=True), folder=folder)
     table.start(refused, size)
     try:
-        with _client(args) as client:
+        with client:
             stream = client.evaluate_many([(_problem_at(job.problem, size), job.solution, options) for job in jobs],
                                           return_exceptions=True) if jobs else iter(())
             for index, outcome in stream:
@@ -205,14 +231,18 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
                 head = {"problem": job.problem.problem_id, "name": job.problem.name, "sample": job.sample,
                         "solution": str(job.solution)}
                 if isinstance(outcome, JobFailed):
-                    table.error(head, job.shown, printable(str(outcome))[:300])
+                    table.error(head, job.shown, printable(str(outcome))[:300], job)
                 else:
-                    table.verdict(head, job.shown, outcome)
+                    table.verdict(head, job.shown, outcome, job)
     except ServiceHTTPError as exc:
         print(f"tritongym run: the server refused the request: {exc}", file=sys.stderr)
         return EXIT_USAGE if 400 <= exc.status_code < 500 else EXIT_EVALUATOR
+    except httpx.TransportError as exc:
+        return unreachable("run", args, exc)
     finally:
         table.close()
+        if folder is not None:
+            folder.close([p.problem_id for p in missing])
     if not args.json:
         print(f"\n{table.summary(f' on {args.server}')}; {time.monotonic() - started:.0f} s")
         if missing:
@@ -221,4 +251,6 @@ def cmd_run_remote(args: argparse.Namespace) -> int:
                   "--only NAME narrows the set")
         if getattr(args, "out", None):
             print(f"results written to {args.out} (one JSON object per line)")
+        if folder is not None:
+            print(f"run folder: {args.run_dir} (tritongym report {args.run_dir})")
     return EXIT_OK
