@@ -14,6 +14,7 @@ from tritongym.rl import (
     profiling_reward,
     prs_keep_probability,
     prs_sample,
+    trloo_advantages,
     zero_variance_group_mask,
 )
 
@@ -151,6 +152,37 @@ def test_meaningful_turn_mask_worked_example():
     keep = meaningful_turn_mask(torch.tensor([[0.5, 1.0, 0.0], [0.5, -1.0, 2.0]]),
                                 torch.tensor([[1, 1, 0], [1, 1, 1]]), failed=torch.tensor([True, False]))
     assert keep.tolist() == [[False, False, False], [True, False, True]]
+
+
+
+def test_a_masked_turn_leaves_its_peers_leave_one_out_baseline_in_a_group_of_three():
+    """The composition the TRL trainer applies (`TRLOOGRPOTrainer._apply_turn_advantages`, step 1):
+    the mask, the masked turns' rewards zeroed, TRLOO over the mask. With three trajectories of one
+    prompt, A = [1, -0.5] has its turn 2 masked (it follows a scoring turn and scores nothing), and
+    that changes B's and C's turn-2 baseline: the group of turn 2 is {B, C}, not {A, B, C}. (With
+    two trajectories the masked turn's peer is alone either way, so groups of two cannot show it.)"""
+    rewards = torch.tensor([[1.0, -0.5], [0.0, 0.5], [0.0, 1.0]], dtype=torch.float64)
+    turn_mask = torch.ones(3, 2, dtype=torch.bool)
+    groups = torch.zeros(3, dtype=torch.long)
+    keep = meaningful_turn_mask(rewards, turn_mask)
+    assert keep.tolist() == [[True, False], [True, True], [True, True]]
+    zeroed = torch.where(keep, rewards, 0.0)
+    advantages = trloo_advantages(zeroed, keep, groups)
+    # Returns (gamma 1): A [1, 0] (its -0.5 zeroed), B [0.5, 0.5], C [1, 1].
+    # Turn 1, group {A, B, C}: A 1 - (0.5 + 1) / 2, B 0.5 - (1 + 1) / 2, C 1 - (1 + 0.5) / 2.
+    # Turn 2, group {B, C}: B 0.5 - 1, C 1 - 0.5; A's masked turn gets nothing.
+    assert advantages.flatten().tolist() == pytest.approx([0.25, 0.0, -0.5, -0.5, 0.25, 0.5])
+    # The peers' turn 2 as it would be with A's masked turn left in the group (reward zeroed):
+    # B 0.5 - (0 + 1) / 2 = 0 and C 1 - (0 + 0.5) / 2 = 0.75: the group, not only the reward, moves them.
+    kept_in_group = trloo_advantages(zeroed, turn_mask, groups)
+    assert kept_in_group[1:, 1].tolist() == pytest.approx([0.0, 0.75])
+    # A turn outside the mask adds nothing to its trajectory's returns, zeroed or not.
+    assert torch.equal(trloo_advantages(rewards, keep, groups), advantages)
+    # KernelGYM's released loops (loss_mask, zeroed rewards, groups by (uid, turn)) give the same table.
+    from tests.integrations import released_drkernel as released
+
+    table = released.turn_advantages([("p", row) for row in rewards.tolist()])
+    assert [table[(i, t)] for i in range(3) for t in range(2)] == pytest.approx(advantages.flatten().tolist())
 
 
 @settings(max_examples=100, deadline=None)
