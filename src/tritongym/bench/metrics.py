@@ -19,6 +19,11 @@ samples' values, so every task weighs the same; confidence intervals resample ta
   k + 1 turns of every trajectory (Dr.Kernel's ``best_by_turn``), so it never decreases.
 * **void-turn rate** at turn t: replies without code / turns at t. **violation rate** at t:
   evaluated turns at t with status ``integrity_violation`` / evaluated turns at t.
+* **per level** (KernelBench's per-level tables): correctness, fast_p and the geometric mean over
+  the tasks of each level (a trajectory's ``level``; problems without one are grouped as None).
+
+A ``tritongym run --run-dir`` folder holds single-turn trajectories (``mode`` ``run``: one
+evaluation per sample, `tritongym.bench.run_folder`), so the same definitions apply to it.
 
 Speedups are null on a CPU (the Triton interpreter says nothing about GPU speed); every
 speed metric is then None and reports say the run measured correctness only.
@@ -179,11 +184,39 @@ def summarize(trajectories: Sequence[dict[str, Any]], *, bootstrap: bool = True)
     else:
         summary["vs_eager"] = _speed_metrics(finals, "speedup", bootstrap)
         summary["vs_compile"] = _speed_metrics(finals, "speedup_vs_compile", bootstrap)
+    summary["per_level"] = per_level(trajectories, summary["baseline"])
+    summary["kind"] = run_kind(trajectories)
     summary["per_turn"] = per_turn(trajectories)
     summary["winners_curse"] = winners_curse(trajectories)
     summary["violation_codes"] = violation_codes(trajectories)
     summary["per_task"] = per_task(trajectories)
     return summary
+
+
+def run_kind(trajectories: Sequence[dict[str, Any]]) -> str:
+    """``run`` when every trajectory is one evaluation of a solution file (``tritongym run --run-dir``),
+    else ``agent`` (a model's turns: the agent runner or a trainer)."""
+    return "run" if trajectories and all(t.get("mode") == "run" for t in trajectories) else "agent"
+
+
+def per_level(trajectories: Sequence[dict[str, Any]], baseline: str = "eager") -> list[dict[str, Any]]:
+    """Per level, in level order: tasks, samples, correctness, and fast_p and the geomean speedup
+    against eager and ``torch.compile`` where timed (no bootstrap: a level is a slice of the run)."""
+    by_level: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for traj in trajectories:
+        by_level[traj.get("level")].append(traj)
+    rows = []
+    for level in sorted(by_level, key=lambda v: (v is None, v if v is not None else 0)):
+        finals = _by_task(by_level[level], final_figures)
+        if baseline == "compile":
+            vs_eager, vs_compile = None, _speed_metrics(finals, "speedup", False)
+        else:
+            vs_eager = _speed_metrics(finals, "speedup", False)
+            vs_compile = _speed_metrics(finals, "speedup_vs_compile", False)
+        rows.append({"level": level, "tasks": len(finals), "samples": sum(len(g) for g in finals),
+                     "correctness": task_mean([[1.0 if f["correct"] else 0.0 for f in g] for g in finals]),
+                     "vs_eager": vs_eager, "vs_compile": vs_compile})
+    return rows
 
 
 def violation_codes(trajectories: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -10,6 +10,7 @@ import base64
 import html
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,11 @@ DEFINITIONS = [
     ("void-turn rate", "replies without a code block / turns at that index"),
     ("violation rate", "evaluated turns with status integrity_violation / evaluated turns at that index"),
     ("winner's curse gap", "geomean selection-time speedup / geomean re-check speedup of the same winners"),
+    ("by level", "the same metrics over the tasks of each KernelBench level (KernelBench's per-level tables)"),
 ]
+
+#: The p of KernelBench's own fast_p tables (the per-level columns; the run-wide table adds 1.2).
+LEVEL_FAST_P = ("0", "1", "1.5", "2")
 
 
 def _pct(value: float | None) -> str:
@@ -72,7 +77,7 @@ def _plots(summary: dict[str, Any], other: dict[str, Any] | None, out: Path) -> 
         plt.close(fig)
         written.append(path)
 
-    if rows:
+    if rows and summary.get("kind") != "run":  # a run's samples have one turn each: no curves by turn
         fig, ax = plt.subplots(figsize=(6, 3.6))
         ax.plot(turns, [r["correct_rate"] for r in rows], marker="o", label="correct at turn")
         ax.plot(turns, [r["best_correct_rate"] for r in rows], marker="s", label="best-by-turn correct")
@@ -158,9 +163,30 @@ def _provenance_line(prov: dict[str, Any]) -> str:
     return ("Run: " + "; ".join(p for p in parts if p) + ".") if parts else ""
 
 
+def _level_table(rows: list[dict[str, Any]]) -> list[str]:
+    """KernelBench's per-level table: correctness and fast_p at p = 0, 1, 1.5, 2 against eager, and
+    against torch.compile where it was timed."""
+    blocks = [(label, key) for label, key in (("eager", "vs_eager"), ("compile", "vs_compile"))
+              if any(r[key] for r in rows)]
+    head = ["level", "tasks", "samples", "correct"] + [f"fast_{p} ({label})" for label, _ in blocks
+                                                        for p in LEVEL_FAST_P]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = ["-" if r["level"] is None else str(r["level"]), str(r["tasks"]), str(r["samples"]),
+                 _pct(r["correctness"])]
+        for _, key in blocks:
+            fast = (r[key] or {}).get("fast_p", {})
+            cells += [_pct((fast.get(p) or {}).get("value")) for p in LEVEL_FAST_P]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[Path], title: str) -> str:
-    lines = [f"# {title}", "", f"{summary['tasks']} tasks, {summary['trajectories']} trajectories "
-             f"(samples per task: {', '.join(map(str, summary['samples_per_task']))}).", ""]
+    single = summary.get("kind") == "run"
+    unit = "samples" if single else "trajectories"
+    lines = [f"# {title}", "", f"{summary['tasks']} tasks, {summary['trajectories']} {unit} "
+             f"(samples per task: {', '.join(map(str, summary['samples_per_task']))})"
+             + (", each evaluated once (tritongym run)." if single else "."), ""]
     if summary.get("provenance"):
         lines += [_provenance_line(summary["provenance"]), ""]
     corr = summary["correctness"]
@@ -178,9 +204,13 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
     lines.append("")
     if not summary["speed_measured"]:
         lines += [f"**{CPU_NOTE}**", ""]
-    lines += ["## By turn", "", "| turn | n | correct | best-by-turn correct | fast_1.2 | best fast_1.2 | void | "
-              "violations | prompt tok | completion tok |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in summary["per_turn"]:
+    levels = summary.get("per_level") or []
+    if any(r["level"] is not None for r in levels):
+        lines += ["## By level", ""] + _level_table(levels) + [""]
+    if not single:
+        lines += ["## By turn", "", "| turn | n | correct | best-by-turn correct | fast_1.2 | best fast_1.2 | void | "
+                  "violations | prompt tok | completion tok |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary["per_turn"] if not single else []:
         lines.append(f"| {r['turn']} | {r['n']} | {_pct(r['correct_rate'])} | {_pct(r['best_correct_rate'])} | "
                      f"{_pct(r['fast_1.2'])} | {_pct(r['best_fast_1.2'])} | {_pct(r['void_rate'])} | "
                      f"{_pct(r['violation_rate'])} | {_num(r['mean_prompt_tokens'], '.0f')} | "
@@ -195,12 +225,15 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
         lines.append(f"| {row['problem_id']} | {row.get('name') or '-'} | {row['samples']} | {row['correct']} | "
                      f"{speed} | {row['rechecked']} |")
     wc = summary["winners_curse"]
-    lines += ["", "## Re-check of the selected winners", "",
-              f"{wc['rechecked']} winners re-checked with a fresh evaluation (new processes, new secret seeds); "
-              f"{wc['failed_recheck']} failed it. Geomean speedup at selection "
-              f"{_speed(wc['selection_geomean_speedup'])}, "
-              f"at re-check {_speed(wc['recheck_geomean_speedup'])} (gap {_num(wc['gap'])}). Reported figures are the "
-              "re-check's.", ""]
+    if not single:
+        lines += ["", "## Re-check of the selected winners", "",
+                  f"{wc['rechecked']} winners re-checked with a fresh evaluation (new processes, new secret seeds); "
+                  f"{wc['failed_recheck']} failed it. Geomean speedup at selection "
+                  f"{_speed(wc['selection_geomean_speedup'])}, "
+                  f"at re-check {_speed(wc['recheck_geomean_speedup'])} (gap {_num(wc['gap'])}). Reported figures "
+                  "are the re-check's.", ""]
+    else:
+        lines.append("")
     if diff is not None:
         delta = diff["correctness_delta"]
         lines += ["## Compared with the other run", "",
@@ -213,7 +246,7 @@ def _markdown(summary: dict[str, Any], diff: dict[str, Any] | None, plots: list[
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     lines += ["## Definitions", ""] + [f"* **{name}**: {text}" for name, text in DEFINITIONS] + [""]
-    return "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))  # sections left out leave no run of blank lines
 
 
 def _named(problem_ids: list[str], diff: dict[str, Any]) -> str:

@@ -387,11 +387,14 @@ def _add_agent_parser(commands) -> None:
 
 def _add_report_parser(commands) -> None:
     p_report = commands.add_parser(
-        "report", help="metrics, plots and an HTML/Markdown/JSON report of an agent run",
+        "report", help="metrics, plots and an HTML/Markdown/JSON report of an agent run or a 'run --run-dir' folder",
         description="Write report.md, report.html (self-contained), report.json and PNG plots for the agent run "
-                    "in DIR: correctness, fast_p, geomean speedup with bootstrap CIs, per-turn and best-by-turn "
-                    "curves, void and violation rates, tokens, winners' re-check, and a diff against another run.")
-    p_report.add_argument("dir", metavar="DIR", help="an agent run folder (holding trajectories.jsonl)")
+                    "or the 'tritongym run --run-dir' folder in DIR: correctness, fast_p (against eager and "
+                    "torch.compile where timed), geomean speedup with bootstrap CIs, per-level tables, per-turn and "
+                    "best-by-turn curves, void and violation rates, tokens, winners' re-check, and a diff against "
+                    "another run.")
+    p_report.add_argument("dir", metavar="DIR", help="a run folder holding trajectories.jsonl (tritongym agent --out, "
+                                                     "tritongym run --run-dir, tritongym train --out)")
     p_report.add_argument("--compare", metavar="OTHER_DIR", help="another run to diff against")
     p_report.add_argument("--out", metavar="DIR", help="where to write the report (default: DIR)")
     p_report.add_argument("--parquet", metavar="FILE", help="also export one row per turn to Parquet")
