@@ -28,6 +28,7 @@ from typing import Any
 from tritongym.errors import EvaluatorError, ProblemError
 from tritongym.evaluator.common.channel import Channel, ChannelClosed, Message, ProtocolError
 from tritongym.evaluator.common.families import FAMILY_TASK
+from tritongym.evaluator.jail.cgroups import create_cgroup
 from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, spawn_worker
 from tritongym.tasks.problem import Problem
 
@@ -67,6 +68,21 @@ def check_reply_fields(problem_id: str, kind: str, expect: str, reply: dict[str,
     return reply
 
 
+class ReferenceOverMemory(ProblemError):
+    """The reference needed more memory than its cap (`memory_limit_gb`): the problem is too large for
+    the limit, a `ProblemError` that names the cap and is not retried (it would fail the same way)."""
+
+
+#: What an allocation that the address-space cap refused looks like in a worker's error text
+#: (Python's MemoryError; torch's CPU allocator; numpy's).
+_ALLOCATION_FAILURES = ("MemoryError", "can't allocate memory", "Unable to allocate", "std::bad_alloc",
+                        "Cannot allocate memory")
+
+
+def _gib_text(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB"
+
+
 class ReferenceWorkerLost(ProblemError):
     """The reference worker died (killed, out of memory, its fork server gone) instead of answering.
 
@@ -96,7 +112,10 @@ class ReferenceRunner:
         problem: the problem to run.
         device: ``cpu``, ``cuda`` or ``cuda:N`` (the worker is shown only that device).
         timeout: seconds each request may take before the problem is declared too slow.
-        memory_limit_bytes: address-space cap of the worker (CPU only); None for no cap.
+        memory_limit_bytes: memory cap of the worker and everything it starts: its own cgroup where
+            this machine allows one (fresh workers, and children of a trusted fork server), and an
+            address-space rlimit on a CPU; None for no cap. A reference that needs more ends as
+            `ReferenceOverMemory`, naming the cap.
         threads: torch's CPU threads in the worker (None: torch's default, the core count).
         spawner: starts the worker (`sandbox.spawn_worker`'s signature; default: a fresh process;
             the execution layer passes a fork server's ``start``).
@@ -125,16 +144,30 @@ class ReferenceRunner:
                 limits = ResourceLimits(**{**limits.__dict__, "memory_bytes": memory_limit_bytes})
         else:
             limits = ResourceLimits(memory_bytes=memory_limit_bytes, max_processes=None)
+        self.memory_limit_bytes = memory_limit_bytes
+        # Resident memory is capped by a cgroup of the worker's own where one can be made (the
+        # kernel's OOM killer then ends this worker, never a process outside it); the rlimit above
+        # makes most over-cap allocations fail inside the worker first, as a clear error. A jailed
+        # fork server's children cannot join a cgroup from inside the jail: that server's own
+        # cgroup caps its whole tree instead (`execution.references`).
+        cgroup = None
+        if memory_limit_bytes is not None and (spawner is None or getattr(getattr(spawner, "__self__", None),
+                                                                          "joins_job_cgroups", False)):
+            cgroup = create_cgroup(f"tritongym-ref-{secrets.token_hex(8)}",
+                                   limits.max_processes, memory_limit_bytes)
+        self._cgroup = cgroup  # this worker's own (released with it); a shared one says nothing of it
         parent_end, child_end = socket.socketpair()
         try:
             self.process: WorkerProcess = (spawner or spawn_worker)(
                 "tritongym.evaluator.worker.reference", str(source), device=device,
                 mode="bwrap" if jailed else "none", job_dir=job, log_path=self._dir / "reference.log",
                 channel_fd=child_end.fileno(), token=secrets.token_hex(12), limits=limits,
-                interpret=device == "cpu", threads=threads,
+                interpret=device == "cpu", threads=threads, cgroup=cgroup,
             )
         except BaseException:
             parent_end.close()
+            if cgroup is not None:
+                cgroup.destroy()
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
         finally:
@@ -188,14 +221,20 @@ class ReferenceRunner:
             ) from exc
         except (ChannelClosed, OSError) as exc:
             reason = self.process.wait_exit(grace=2.0)
+            log = self.process.log_tail(2000)
+            how = self._over_memory(log)
+            if how is not None:
+                raise ReferenceOverMemory(self._over_memory_message(kind, f"{how}; the worker {reason}", log)) from exc
             raise ReferenceWorkerLost(
-                f"problem {name}: the reference worker died during {kind} ({reason}): {exc}\n"
-                f"{self.process.log_tail(2000)}"
+                f"problem {name}: the reference worker died during {kind} ({reason}): {exc}\n{log}"
             ) from exc
         finally:
             self.seconds_spent += time.monotonic() - started
         if message.kind == "error":
             detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
+            how = self._over_memory(str(detail))
+            if how is not None:
+                raise ReferenceOverMemory(self._over_memory_message(kind, how, str(detail)))
             raise ProblemError(f"problem {name}: the reference failed during {kind}:\n{detail}")
         if message.kind == "device_error":
             detail = message.payload.get("message") if isinstance(message.payload, dict) else message.payload
@@ -203,6 +242,25 @@ class ReferenceRunner:
         if message.kind != expect or not isinstance(message.payload, dict):
             raise EvaluatorError(f"reference worker answered {message.kind!r} to {kind!r}")
         return check_reply_fields(name, kind, expect, message.payload, required, optional)
+
+    def _over_memory(self, text: str) -> str | None:
+        """How a failure is the memory cap's doing, None when it is not: the worker's cgroup reached
+        the cap (failed charges or an OOM kill inside it), or an allocation failed under the
+        address-space cap."""
+        if self.memory_limit_bytes is None:
+            return None
+        if self._cgroup is not None and self._cgroup.memory_exceeded():
+            return "its processes reached the cap and the kernel refused or killed within them"
+        if any(marker in text for marker in _ALLOCATION_FAILURES):
+            return "an allocation failed at the cap"
+        return None
+
+    def _over_memory_message(self, kind: str, how: str, detail: str) -> str:
+        cap = _gib_text(self.memory_limit_bytes or 0)
+        return (f"problem {self.problem.problem_id}: the reference needed more than its memory limit of {cap} "
+                f"during {kind} ({how}); the problem is too large for this limit: run it at CPU size "
+                f"(--size cpu), raise the limit (memory_limit_gb, --memory-limit-gb) if this machine has the "
+                f"memory, or evaluate it on a GPU\n{detail}")
 
     def setup(self, weight_seed: int) -> Any:
         """Build `Model` under `weight_seed`; returns ``get_init_inputs()`` (drawn under the same seed)."""

@@ -160,11 +160,13 @@ class ForkedWorker:
     """The parent's handle on one forked candidate (`WorkerProcess`'s methods)."""
 
     def __init__(self, server: ForkServerLauncher, job: str, log_path: Path, cgroup: Cgroup | None,
-                 pid: int | None = None) -> None:
+                 pid: int | None = None, own_cgroup: bool = False) -> None:
         self.server = server
         self.job = job
         self.log_path = log_path
         self.cgroup = cgroup
+        #: the cgroup is this worker's alone (a trusted server's child joined it): removed on release
+        self.own_cgroup = own_cgroup
         self._server_pid = pid
         self._host_pid: int | None = pid if server.trusted else None
         self.mode = "none" if server.trusted else "bwrap"
@@ -204,6 +206,8 @@ class ForkedWorker:
     def release(self) -> None:
         self.kill()
         self.server.forget(self.job)
+        if self.own_cgroup and self.cgroup is not None:
+            self.cgroup.destroy()
 
     def log_tail(self, limit: int = 4000) -> str:
         return log_tail(self.log_path, limit)
@@ -236,6 +240,9 @@ class ForkServerLauncher:
         self.roles = tuple(roles)
         #: the module of each role this server forks (`start` takes the module, as spawn does)
         self.modules = {ROLES[role]: role for role in self.roles}
+        #: a trusted server's children run unjailed in the host's view of /sys: each joins the cgroup
+        #: `start` is given (its memory cap) before the worker runs; a jailed server's cannot
+        self.joins_job_cgroups = trusted
         self._home = Path(tempfile.mkdtemp(prefix=f"tritongym-fs{slot}-"))
         self._jobs = self._home / "jobs"
         self._jobs.mkdir()
@@ -408,6 +415,9 @@ class ForkServerLauncher:
                  "limits": limits.pairs(self.device.startswith("cuda")),
                  "job_bytes": limits.job_dir_bytes or (256 << 20), "env": env, "threads": self.threads,
                  "rebind": self._rebinds, "fresh_proc": self.fresh_proc}
+        job_cgroup: Cgroup | None = kwargs.get("cgroup") if self.joins_job_cgroups else None
+        if job_cgroup is not None:
+            frame["cgroup_procs"] = job_cgroup.procs_files()
         log_path = Path(kwargs["log_path"])
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -426,7 +436,8 @@ class ForkServerLauncher:
             self._pump(0.05)
         pid = self._started.pop(job)
         self._current = job
-        worker = ForkedWorker(self, job, log_path, self.cgroup, pid=pid)
+        worker = (ForkedWorker(self, job, log_path, job_cgroup, pid=pid, own_cgroup=True) if job_cgroup is not None
+                  else ForkedWorker(self, job, log_path, self.cgroup, pid=pid))
         if self.should_cancel():  # cancelled while the job was being prepared
             worker.kill()
         return worker

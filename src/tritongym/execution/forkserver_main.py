@@ -31,7 +31,8 @@ group, environment, log and folder, and runs ``worker.reference.main``; a pool k
 server so that a new problem's reference costs a fork, not an interpreter start.
 
 Control protocol (SOCK_SEQPACKET, JSON frames): server → ``ready``; evaluator → ``start {job, role,
-dir, files, argv, limits, job_bytes, env}`` with two descriptors (the worker's channel, its log),
+dir, files, argv, limits, job_bytes, env}`` (a trusted server's also ``cgroup_procs``: the files its
+child writes its PID into, joining its memory cap) with two descriptors (the worker's channel, its log),
 server → ``started {job, pid}`` or ``failed {job, message}``, later ``exited {job, code}``; evaluator →
 ``kill {job}``; ``exit``. ``pid`` is the middle process in the server's PID namespace.
 """
@@ -337,11 +338,20 @@ def _child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> N
 
 def _trusted_child(job: dict, control: socket.socket, channel_fd: int, log_fd: int) -> None:
     """A reference worker for problem code from this machine: its own process group, environment,
-    log, folder (no jail: `TRUSTED_ROLES`)."""
+    log, folder, cgroup and rlimits (its memory cap; no jail: `TRUSTED_ROLES`)."""
     try:
         control.close()
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setpgid(0, 0)
+        # Before the problem's code: the cgroup caps this worker's resident memory (and whatever it
+        # starts), the rlimits its address space (an over-cap allocation fails here, not the host).
+        for path in job.get("cgroup_procs", ()):
+            with open(path, "w") as handle:
+                handle.write(str(os.getpid()))
+        for name, value in job["limits"]:
+            limit = getattr(resource, name)
+            _, hard = resource.getrlimit(limit)
+            resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard),) * 2)
         _environment_and_log(job, log_fd)
         os.chdir(job["dir"])
         threads = job.get("threads")

@@ -2,7 +2,7 @@
 
 In RL the common batch is G candidates for one problem. A reference worker costs an interpreter
 start and ``import torch`` (~1.6 s here) plus building the problem's module; this cache keeps idle
-runners keyed by (problem content hash, device, jailed), hands one to each evaluation, and takes it
+runners keyed by (problem content hash, device, jailed, memory cap), hands one to each evaluation, and takes it
 back when the evaluation ends. Every evaluation still calls ``setup(weight_seed)`` with its own
 secret seed and draws fresh trial seeds, so reuse changes nothing a candidate could learn or
 exploit: the worker holds no per-evaluation secret between evaluations.
@@ -62,8 +62,10 @@ def _resident_bytes(pid: int) -> int:
 class FreshJailedReferences:
     """A new jailed reference worker per evaluation (client problem code, no warm cache)."""
 
-    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner:
-        return ReferenceRunner(problem, device=device, timeout=timeout, jailed=True)
+    def acquire(self, problem: Problem, device: str, timeout: float,
+                memory_limit_bytes: int | None = None) -> ReferenceRunner:
+        return ReferenceRunner(problem, device=device, timeout=timeout, jailed=True,
+                               memory_limit_bytes=memory_limit_bytes)
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None:
         runner.close()
@@ -75,8 +77,9 @@ class _Jailed:
     def __init__(self, cache: WarmReferences) -> None:
         self.cache = cache
 
-    def acquire(self, problem: Problem, device: str, timeout: float) -> ReferenceRunner:
-        return self.cache.acquire(problem, device, timeout, jailed=True)
+    def acquire(self, problem: Problem, device: str, timeout: float,
+                memory_limit_bytes: int | None = None) -> ReferenceRunner:
+        return self.cache.acquire(problem, device, timeout, jailed=True, memory_limit_bytes=memory_limit_bytes)
 
     def release(self, runner: ReferenceRunner, reusable: bool) -> None:
         self.cache.release(runner, reusable)
@@ -101,7 +104,7 @@ class WarmReferences:
         self._no_server: set[tuple[str, bool]] = set()
         self.max_idle_bytes = max_idle_bytes
         self.jail_memory_bytes = jail_memory_bytes or (max_idle_bytes + max(1, slots) * (8 << 30))
-        self._idle: OrderedDict[int, tuple[tuple[str, str, bool], ReferenceRunner]] = OrderedDict()
+        self._idle: OrderedDict[int, tuple[tuple[str, str, bool, int | None], ReferenceRunner]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -111,8 +114,10 @@ class WarmReferences:
         """This cache as a `ReferenceSource` for client problem code (jailed workers)."""
         return self._jailed_view
 
-    def acquire(self, problem: Problem, device: str, timeout: float, jailed: bool = False) -> ReferenceRunner:
-        key = (problem.content_hash, device, jailed)
+    def acquire(self, problem: Problem, device: str, timeout: float, jailed: bool = False,
+                memory_limit_bytes: int | None = None) -> ReferenceRunner:
+        # The cap is part of the key: a warm runner keeps the cap it was started with.
+        key = (problem.content_hash, device, jailed, memory_limit_bytes)
         runner: ReferenceRunner | None = None
         with self._lock:
             for ident, (runner_key, idle) in reversed(self._idle.items()):
@@ -130,7 +135,7 @@ class WarmReferences:
         spawner = self._spawner(device, jailed)
         try:
             return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads,
-                                   spawner=spawner, jailed=jailed)
+                                   spawner=spawner, jailed=jailed, memory_limit_bytes=memory_limit_bytes)
         except EvaluatorError as exc:
             if spawner is None:
                 raise
@@ -176,7 +181,8 @@ class WarmReferences:
             return
         evicted: list[ReferenceRunner] = []
         with self._lock:
-            self._idle[id(runner)] = ((runner.problem.content_hash, runner.device, runner.jailed), runner)
+            self._idle[id(runner)] = ((runner.problem.content_hash, runner.device, runner.jailed,
+                                       runner.memory_limit_bytes), runner)
             while len(self._idle) > self.max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
             total = sum(_resident_bytes(r.process.pid or 0) for _, r in self._idle.values())
