@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.sandbox,
               pytest.mark.skipif(bwrap_problem() is not None, reason=f"no bwrap here: {bwrap_problem()}")]
 
 TOKEN = "tg-jail-" + secrets.token_hex(12)
+BUILTIN_ID, BUILTIN_NAME = "builtin/01_scaled_add", "01_scaled_add"  # a built-in's id and name
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 #: After the probe ran at import (in the jailed reference worker), the problem reports from
@@ -89,13 +90,30 @@ def test_kernelgym_reference_code_cannot_write_the_host_read_the_token_or_reach_
     assert_contained(body["error_message"], target)
 
 
+def test_a_client_problem_wearing_a_builtin_id_and_name_is_still_jailed(guarded, tmp_path):
+    """Trust follows the problem's bytes, never the id or name a client gives it: code that calls
+    itself ``builtin/01_scaled_add`` (``01_scaled_add``) is still a client's and runs jailed."""
+    target = tmp_path / "named-pwned"
+    response = httpx.post(guarded.url + "/v1/evaluate", headers=HEADERS, timeout=300, json={
+        "problem": {"source": attack_source(target, guarded.port), "name": BUILTIN_NAME,
+                    "problem_id": BUILTIN_ID},
+        "solution": (EXAMPLES / "01_scaled_add.py").read_text(encoding="utf-8")})
+    assert response.status_code == 200, response.text
+    job = response.json()
+    assert job["state"] == "failed", job
+    assert job["error"].startswith("ProblemError"), job["error"]
+    assert_contained(job["error"], target)
+
+
 def test_an_honest_client_problem_gets_the_builtin_verdict(guarded):
     """The control: the built-in's source sent by a client (jailed) and the built-in (trusted)."""
     solution = (EXAMPLES / "01_scaled_add.py").read_text(encoding="utf-8")
     options = {"num_trials": 2, "input_families": []}
     verdicts = []
-    for problem in ({"builtin": "builtin/01_scaled_add"},
-                    {"source": problem_source("01_scaled_add") + "\n# sent by a client\nCLIENT = 1\n"}):
+    client_source = problem_source("01_scaled_add") + "\n# sent by a client\nCLIENT = 1\n"
+    for problem in ({"builtin": BUILTIN_ID}, {"source": client_source},
+                    # wearing the built-in's id and name: jailed (the test above), and still its verdict
+                    {"source": client_source, "name": BUILTIN_NAME, "problem_id": BUILTIN_ID}):
         response = httpx.post(guarded.url + "/v1/evaluate", headers=HEADERS, timeout=300,
                               json={"problem": problem, "solution": solution, "options": options})
         assert response.status_code == 200, response.text
@@ -103,4 +121,4 @@ def test_an_honest_client_problem_gets_the_builtin_verdict(guarded):
         assert job["state"] == "done", job
         verdicts.append((job["result"]["status"], job["result"]["reward"],
                          [t["passed"] for t in job["result"]["trials"]]))
-    assert verdicts[0] == verdicts[1] and verdicts[0][0] == "ok", verdicts
+    assert verdicts[0] == verdicts[1] == verdicts[2] and verdicts[0][0] == "ok", verdicts
