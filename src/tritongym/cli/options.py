@@ -46,7 +46,9 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                        help="OS sandbox of the candidate: bubblewrap when it works (auto), required (bwrap), "
                             "or none; without it every result carries a notice (default: %(default)s)")
     group.add_argument("--memory-limit-gb", type=float, default=8.0,
-                       help="host-memory cap of the candidate process on the CPU, GiB (default: %(default)s)")
+                       help="host-memory cap of every process of an evaluation (candidate, clean room and, on "
+                            "the CPU, the reference), GiB; on the CPU the pre-flight refuses a problem whose "
+                            "reference would need more (default: %(default)s)")
     group.add_argument("--seed", type=int, help="fixed master seed for reproducible debugging (inputs become "
                                                 "predictable: never for training)")
     group.add_argument("--disable-check", action="append", default=[], metavar="CODE",

@@ -59,7 +59,10 @@ class EvalOptions:
         rtol: overrides the preset's relative tolerance for every dtype when set.
         sandbox: ``auto`` (bubblewrap when it works here, else none, with a notice), ``bwrap``
             (required; an error if unavailable) or ``none``.
-        memory_limit_gb: host-memory cap of the candidate process (CPU mode), in GiB.
+        memory_limit_gb: host-memory cap, in GiB, of every process an evaluation starts: the
+            candidate and the clean room, and in CPU mode the reference worker (its cgroup where
+            one can be made, and an address-space rlimit; a reference over it is a `ProblemError`
+            naming the cap).
         disk_limit_mb: size of the candidate's job directory and ``/tmp`` inside the jail (each a
             tmpfs, with bubblewrap), in MiB; files written there also count against its memory.
         max_processes: process-count cap of the candidate (``RLIMIT_NPROC``).
