@@ -71,6 +71,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -256,6 +257,181 @@ def _dot_operands() -> None:
 
     create_dot._tritongym_bf16 = True  # type: ignore[attr-defined]
     builder.create_dot = create_dot
+
+
+@dataclass(frozen=True)
+class NarrowFloat:
+    """A float format the interpreter stores as raw bits: bfloat16 and the four float8s torch has.
+
+    `overflow`: what a value beyond the largest finite one (an infinity included) becomes when
+    rounded to nearest: ``"inf"``, ``"saturate"`` (the largest finite value) or ``"nan"``. A NaN is
+    `nan`, or every magnitude bit set with the sign kept (torch's float8 casts); ``fnuz`` formats
+    have no negative zero and no infinity, and ``0x80`` is their only NaN.
+    """
+
+    name: str
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    overflow: str
+    fnuz: bool = False
+    #: The largest finite value's biased exponent and mantissa (the all-ones pattern may be NaN).
+    max_exponent_field: int = 0
+    max_mantissa_field: int = 0
+    #: A NaN's pattern when it is one fixed pattern (torch's bf16 cast gives 0xFFFF for every NaN).
+    nan: int | None = None
+
+    @property
+    def width(self) -> int:
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+    @property
+    def max_finite(self) -> float:
+        return float(np.ldexp(1.0 + self.max_mantissa_field / (1 << self.mantissa_bits),
+                              self.max_exponent_field - self.bias))
+
+
+#: By Triton dtype name. Overflow as torch's casts round (torch 2.13; e4m3fn saturates as a GPU's
+#: ``cvt.rn.satfinite`` does); fp8e4b15 has no torch dtype and keeps Triton's own conversion.
+NARROW_FLOATS = {
+    "bf16": NarrowFloat("bf16", 8, 7, 127, "inf", max_exponent_field=254, max_mantissa_field=127, nan=0xFFFF),
+    "fp8e5": NarrowFloat("fp8e5", 5, 2, 15, "inf", max_exponent_field=30, max_mantissa_field=3),
+    "fp8e4nv": NarrowFloat("fp8e4nv", 4, 3, 7, "saturate", max_exponent_field=15, max_mantissa_field=6),
+    "fp8e4b8": NarrowFloat("fp8e4b8", 4, 3, 8, "nan", fnuz=True, max_exponent_field=15, max_mantissa_field=7),
+    "fp8e5b16": NarrowFloat("fp8e5b16", 5, 2, 16, "nan", fnuz=True, max_exponent_field=31, max_mantissa_field=3),
+}
+
+
+def encode_narrow(values: np.ndarray, fmt: NarrowFloat, toward_zero: bool = False) -> np.ndarray:
+    """`values` (any real numpy dtype) as `fmt`'s bit patterns, rounded once, to nearest even.
+
+    Each value is scaled exactly (by a power of two, in float64) to a count of the format's
+    quantum at its exponent and rounded there, so the rounding carry reaches the exponent (124.3
+    rounds to 128 in e4m3, not to 64) and ties go to the even pattern. `toward_zero` truncates
+    instead (Triton's ``fp_downcast_rounding="rtz"``): a finite value then never overflows.
+    """
+    with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly
+        wide = np.asarray(values, dtype=np.float64)
+    sign = np.signbit(wide).astype(np.int64)
+    magnitude = np.abs(wide)
+    finite = np.isfinite(magnitude)
+    safe = np.where(finite, magnitude, 0.0)
+    _, exponent = np.frexp(safe)
+    exponent = np.maximum(exponent.astype(np.int64) - 1, 1 - fmt.bias)  # subnormals share the lowest
+    quanta = np.ldexp(safe, -(exponent - fmt.mantissa_bits).astype(np.int32))
+    count = (np.trunc(quanta) if toward_zero else np.rint(quanta)).astype(np.int64)
+    carry = count >= (2 << fmt.mantissa_bits)
+    count = np.where(carry, count >> 1, count)
+    exponent = exponent + carry
+    normal = count >= (1 << fmt.mantissa_bits)
+    exponent_field = np.where(normal, exponent + fmt.bias, 0)
+    mantissa_field = np.where(normal, count - (1 << fmt.mantissa_bits), count)
+    too_big = (exponent_field > fmt.max_exponent_field) | (
+        (exponent_field == fmt.max_exponent_field) & (mantissa_field > fmt.max_mantissa_field))
+    bits = (exponent_field << fmt.mantissa_bits) | mantissa_field
+    largest = (fmt.max_exponent_field << fmt.mantissa_bits) | fmt.max_mantissa_field
+    infinity = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+    magnitude_bits = (1 << (fmt.width - 1)) - 1
+    if toward_zero or fmt.overflow == "saturate":
+        beyond = largest  # infinities too: satfinite
+    elif fmt.overflow == "inf":
+        beyond = infinity
+    else:
+        beyond = -1  # fnuz: NaN, set below
+    bits = np.where(too_big | (~finite & ~np.isnan(wide)), beyond, bits)
+    if fmt.overflow == "inf" and toward_zero:
+        bits = np.where(np.isinf(wide), infinity, bits)  # rtz keeps an infinity infinite
+    if fmt.fnuz:
+        bits = np.where(~finite, -1, np.where(bits == 0, 0, bits | (sign << (fmt.width - 1))))
+        bits = np.where(bits < 0, 1 << (fmt.width - 1), bits)  # 0x80, the only NaN; zero has no sign
+    else:
+        bits = np.where(np.isnan(wide), magnitude_bits, bits) | (sign << (fmt.width - 1))
+        if fmt.nan is not None:
+            bits = np.where(np.isnan(wide), fmt.nan, bits)
+    return bits.astype(np.uint8 if fmt.width == 8 else np.uint16).reshape(np.shape(values))
+
+
+@functools.lru_cache(maxsize=None)
+def _decode_table(name: str) -> np.ndarray:
+    """Every 8-bit pattern of format `name` as a float32 value (exact: each is an fp32 value)."""
+    fmt = NARROW_FLOATS[name]
+    patterns = np.arange(256, dtype=np.int64)
+    sign = np.where(patterns >> 7 == 1, -1.0, 1.0)
+    exponent_field = (patterns >> fmt.mantissa_bits) & ((1 << fmt.exponent_bits) - 1)
+    mantissa = (patterns & ((1 << fmt.mantissa_bits) - 1)).astype(np.float64) / (1 << fmt.mantissa_bits)
+    values = np.where(exponent_field == 0, np.ldexp(mantissa, 1 - fmt.bias),
+                      np.ldexp(1.0 + mantissa, (exponent_field - fmt.bias).astype(np.int32))) * sign
+    if fmt.fnuz:
+        values[0x80] = np.nan
+    elif fmt.overflow == "inf":
+        top = exponent_field == (1 << fmt.exponent_bits) - 1
+        values = np.where(top, np.where(mantissa == 0, sign * np.inf, np.nan), values)
+    else:  # e4m3fn: only the all-ones patterns are NaN
+        values = np.where((patterns & 0x7F) == 0x7F, np.nan, values)
+    return values.astype(np.float32)
+
+
+def decode_narrow(bits: np.ndarray, fmt: NarrowFloat) -> np.ndarray:
+    """`fmt`'s bit patterns as float32 values (exact)."""
+    if fmt.width == 16:
+        return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+    return _decode_table(fmt.name)[np.asarray(bits).astype(np.intp)]
+
+
+def _narrow_float_casts() -> None:
+    """Casts to and from bf16 and float8 round once, to nearest even, bit-exact with torch's casts.
+
+    Triton's interpreter truncates fp32 -> bf16 and, for float8, rounds the mantissa without
+    carrying into the exponent (124.3 -> 64 in e4m3, not 128), decodes NaN patterns as numbers,
+    and converts bf16 from a float64 or an integer as if its bits were an integer. Here every
+    cast whose source or target is one of `NARROW_FLOATS` goes through `decode_narrow` /
+    `encode_narrow`; every other cast, and fp8e4b15, keeps Triton's path. Guarded by feature:
+    the builder's ``cast_impl`` and ``create_fp_to_fp`` (Triton 3.6 and 3.9 both have them).
+    """
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original_cast = getattr(builder, "cast_impl", None)
+    original_fp_to_fp = getattr(builder, "create_fp_to_fp", None)
+    if original_cast is None or original_fp_to_fp is None or getattr(original_cast, "_tritongym_narrow", False):
+        return
+    formats = {getattr(tl, attr): NARROW_FLOATS[name] for attr, name in (
+        ("bfloat16", "bf16"), ("float8e5", "fp8e5"), ("float8e4nv", "fp8e4nv"), ("float8e4b8", "fp8e4b8"),
+        ("float8e5b16", "fp8e5b16")) if hasattr(tl, attr)}
+    rounding = getattr(getattr(interpreter, "_ir", None), "ROUNDING_MODE", None)
+    toward_zero_mode = getattr(rounding, "RTZ", None)
+    get_np_dtype = interpreter._get_np_dtype
+
+    def narrow_cast(src: Any, dst: Any, toward_zero: bool) -> Any:
+        source, target = formats.get(src.dtype.scalar), formats.get(dst)
+        if source is None and target is None:
+            return None
+        if source is None and not (src.dtype.scalar.is_floating() or src.dtype.scalar.is_int()):
+            return None
+        values = decode_narrow(src.data, source) if source is not None else src.data
+        if target is not None:
+            return interpreter.TensorHandle(encode_narrow(values, target, toward_zero), dst)
+        if not (dst.is_floating() or dst.is_int()):
+            return None
+        if dst.is_int():
+            # fptosi/fptoui truncate toward zero; NaN and out-of-range values are undefined on a
+            # GPU, here 0 rather than numpy's platform-dependent garbage.
+            values = np.where(np.isfinite(values), np.trunc(values), 0.0)
+        return interpreter.TensorHandle(values.astype(get_np_dtype(dst)), dst)
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        converted = narrow_cast(src, dst_type.scalar, False)
+        return converted if converted is not None else original_cast(self, src, dst_type)
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        toward_zero = toward_zero_mode is not None and rounding_mode == toward_zero_mode
+        converted = narrow_cast(src, dst_type.scalar, toward_zero)
+        return converted if converted is not None else original_fp_to_fp(self, src, dst_type, rounding_mode)
+
+    cast_impl._tritongym_narrow = True  # type: ignore[attr-defined]
+    builder.cast_impl = cast_impl
+    builder.create_fp_to_fp = create_fp_to_fp
 
 
 #: The interpreter builder's comparison methods (integer and float, ordered and unordered).
@@ -552,6 +728,7 @@ def install() -> None:
     _libdevice()
     _builtin_aliases()
     _dot_operands()
+    _narrow_float_casts()
     _comparisons_int1()
     _scalar_index()
     _name_removed_block_pointers()
