@@ -78,10 +78,21 @@ def test_non_triton_constructs_are_refused(snippet, why):
     assert any(why in p for p in problems), problems
 
 
-def test_defaults_and_annotations_are_checked_too():
-    problems = _problems("def kernel(x, BLOCK: tl.constexpr = evil()):\n    pass\n", {"evil": {"unknown": "function"}})
-    assert any("evil" in p for p in problems)
-    assert _problems("def kernel(x, BLOCK: tl.constexpr = 128):\n    pass\n") == []
+def test_annotations_are_checked_and_defaults_come_from_the_log(tmp_path):
+    # An annotation is checked like the body (Triton's GPU compiler evaluates it); a default's text
+    # is never evaluated: the builder puts the value the log gives in its place, resolved like a
+    # global's binding, so a default whose logged value is no Triton value is refused there.
+    evil = {"evil": {"unknown": "function"}}
+    assert any("evil" in p for p in _problems("def kernel(x, BLOCK: evil = 128):\n    pass\n", evil))
+    assert _problems("def kernel(x, BLOCK: tl.constexpr = evil()):\n    pass\n", evil) == []
+    source = "def kernel(x, BLOCK: tl.constexpr = evil()):\n    pass\n"
+    entry = {"name": "kernel", "line": 1, "globals": {"tl": {"module": "triton.language"}},
+             "header": {"annotations": {}, "defaults": {"BLOCK": {"unknown": "function"}}}}
+    with pytest.raises(KernelRefused, match=r"^kernel kernel: the default of BLOCK is a function"):
+        KernelBuilder(source, str(tmp_path)).build("kernel:1", {"kernel:1": entry})
+    entry["header"]["defaults"]["BLOCK"] = {"const": 128}
+    built = KernelBuilder(source, str(tmp_path)).build("kernel:1", {"kernel:1": entry})
+    assert built.jit.fn.__defaults__ == (128,)
 
 
 def test_builder_rebuilds_from_the_text_with_log_bindings_only(tmp_path):

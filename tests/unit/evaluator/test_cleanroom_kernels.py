@@ -209,7 +209,11 @@ def test_an_attribute_binding_is_the_module_s_own_object(tmp_path):
 
 
 @pytest.mark.parametrize("attr, message", [
-    (["triton.language", "_unwrap_if_constexpr"], r"^triton.language._unwrap_if_constexpr is not available"),
+    # A private name of Triton's that is host code, not a kernel helper (`refused_private`).
+    (["triton.language.core", "_unwrap_if_constexpr"],
+     r"^triton.language.core._unwrap_if_constexpr is not available to kernels \(_unwrap_if_constexpr \(private "
+     r"names are not Triton, except Triton's own kernel helpers\)\)$"),
+    (["triton.language.core", "__builtins__"], r"^triton.language.core.__builtins__ is not available to kernels$"),
     (["triton.language", 3], r"^triton.language.3 is not available to kernels$"),
     (["triton.language", "no_such_function"], r"^triton.language has no no_such_function$"),
     (["os", "system"], r"^module 'os' is not available to kernels$"),
@@ -520,8 +524,8 @@ def test_triton_ir_enums_pass_and_other_enums_and_plain_python_values_do_not():
 
 def test_a_host_helper_of_inductor_is_refused_in_a_body_and_as_a_binding(tmp_path):
     assert _problems("def kernel(x):\n    th.set_driver_to_cpu()\n", HELPERS) == [
-        "line 2: set_driver_to_cpu (set_driver_to_cpu, which is torch._inductor.runtime.triton_helpers's, "
-        "not Triton's)"]
+        "line 2: set_driver_to_cpu (set_driver_to_cpu, which is host code of torch._inductor.runtime.triton_helpers, "
+        "not kernel code)"]
     builder = KernelBuilder("", str(tmp_path))
     with pytest.raises(KernelRefused, match=r"triton_helpers.set_driver_to_gpu is not available to kernels"):
         builder.resolve({"attr": ["torch._inductor.runtime.triton_helpers", "set_driver_to_gpu"]}, {})

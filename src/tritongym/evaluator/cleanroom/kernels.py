@@ -31,6 +31,7 @@ namespace reaches. The rules below are what a Triton kernel is made of:
 
 from __future__ import annotations
 
+import __future__
 import ast
 import importlib
 import os
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritongym import pyparse
-from tritongym.evaluator.worker.launchlog import KERNEL_MODULES
+from tritongym.evaluator.worker.launchlog import KERNEL_MODULES, in_triton_language
 
 #: Builtins a kernel body may call or name (constexpr arithmetic and loops).
 BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "tuple", "list", "zip",
@@ -67,8 +68,10 @@ _IR_MODULE = "triton._C.libtriton.ir"
 #: Triton's interpreter swaps ``tl``'s builtins for its versions (a helper kernel is rebuilt then),
 #: and the interpreter fixes give libdevice its CPU implementations. Neither is reachable as a module.
 STAND_IN_MODULES = frozenset({"triton.runtime.interpreter", "tritongym.evaluator.worker.interpreter_fixes"})
-#: Inductor helpers that switch the host's Triton driver: defined in an allowed module, not kernel code.
-HOST_HELPERS = frozenset({"set_driver_to_cpu", "set_driver_to_gpu"})
+#: Host code defined in allowed modules, not kernel code: Inductor's helpers that switch the host's
+#: Triton driver, and ``tl.str_to_ty``, which parses a type string and hands part of it to Python's
+#: ``eval`` with the real builtins (a kernel passing it a string it built would run any Python).
+HOST_HELPERS = frozenset({"set_driver_to_cpu", "set_driver_to_gpu", "str_to_ty"})
 
 
 def refused_object(value: Any, name: str) -> str | None:
@@ -79,11 +82,16 @@ def refused_object(value: Any, name: str) -> str | None:
     what the name reaches must itself be Triton's.
     """
     if isinstance(value, types.ModuleType):
-        return None if value.__name__ in KERNEL_MODULES else f"module {value.__name__}"
+        return None if is_kernel_module(value.__name__) else f"module {value.__name__}"
     if value is None or type(value) in (bool, int, float, str):
         return None
     owner = getattr(value, "__module__", None)
-    if (owner in KERNEL_MODULES or owner in STAND_IN_MODULES) and name not in HOST_HELPERS:
+    if name in HOST_HELPERS or getattr(value, "__name__", None) in HOST_HELPERS:
+        return f"{name}, which is host code of {owner}, not kernel code"
+    # Triton's language package defines kernel code in submodules too (``tl.extra.cuda.gdc_wait``
+    # is ``triton.language.extra.cuda.gdc``'s). The clean room never ran candidate code: an object
+    # reached here from a real Triton module, with such an owner, is Triton's own.
+    if owner in KERNEL_MODULES or owner in STAND_IN_MODULES or in_triton_language(owner):
         return None
     # An enum class or member: on Triton 3.9 a Python enum (``type(PropagateNan)`` is EnumType, which
     # has ``__members__``); on 3.6 a pybind11 enum, whose metaclass has none, only the class itself.
@@ -91,6 +99,40 @@ def refused_object(value: Any, name: str) -> str | None:
                                 or hasattr(type(value), "__members__")):
         return None
     return f"{name}, which is {owner or 'Python'}'s, not Triton's"
+
+
+def is_kernel_module(name: Any) -> bool:
+    """A module a kernel may name: `launchlog.KERNEL_MODULES` or a module of Triton's language package."""
+    return isinstance(name, str) and (name in KERNEL_MODULES or in_triton_language(name))
+
+
+def refused_private(value: Any, name: str) -> str | None:
+    """Why a kernel may not use `value`, reached under the private name `name` (None: it may).
+
+    Triton's public functions call private helpers of their own (``tl.sort`` calls
+    ``triton.language.standard._log2``, a constexpr function), and kernels copied from Triton's
+    source call them too. A private name is allowed for exactly those: an object of Triton's
+    language package that is kernel code (a jitted or constexpr function, a Triton builtin). Every
+    other private name stays refused: Triton's host-side helpers, and, whatever it claims to be,
+    anything the candidate's module defines (it does not exist in the clean room's Triton).
+    """
+    if name.startswith("__"):
+        return f"{name} (dunder names are not Triton)"
+    why = refused_object(value, name)
+    if why is not None:
+        return why
+    owner = getattr(value, "__module__", None)
+    if in_triton_language(owner) and _is_kernel_code(value):
+        return None
+    return f"{name} (private names are not Triton, except Triton's own kernel helpers)"
+
+
+def _is_kernel_code(value: Any) -> bool:
+    from triton.language import core
+    from triton.runtime import jit
+
+    kinds = tuple(kind for kind in (getattr(jit, "JITCallable", None), jit.KernelInterface) if kind is not None)
+    return isinstance(value, kinds) or bool(core.is_builtin(value))
 
 
 def value_attributes() -> frozenset[str]:
@@ -161,7 +203,32 @@ def _chain_problem(chain: list[str]) -> str | None:
         if not hasattr(value, part):
             return f"{'.'.join(chain[:depth])} has no {part}"
         value = getattr(value, part)
+    if chain[-1].startswith("_"):
+        return refused_private(value, chain[-1])
     return refused_object(value, chain[-1])
+
+
+def header_defaults(function: ast.FunctionDef) -> list[tuple[ast.arg, ast.expr]]:
+    """Each parameter that has a default, with the default's expression."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
+    return pairs
+
+
+def header_annotations(function: ast.FunctionDef) -> list[tuple[str, ast.expr]]:
+    """Each annotation of the ``def``, by parameter (``return`` for the return annotation).
+
+    Kernels are compiled with postponed annotations (`KernelBuilder._compile`): Python never
+    evaluates one, and Triton's CPU interpreter reads them as their text (``"tl.constexpr"``, as
+    on the candidate's side). Triton's GPU compiler does evaluate them (it visits each parameter
+    node whole), so they are checked like the body, and their names must be bound.
+    """
+    arguments = function.args
+    annotated = [(a.arg, a.annotation) for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+                 if a.annotation is not None]
+    return annotated + ([("return", function.returns)] if function.returns is not None else [])
 
 
 def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, Any]],
@@ -173,11 +240,10 @@ def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, A
         problems.append("a kernel takes no *args or **kwargs")
     scope = _Scope(params=params, locals=_assigned_names(function), bindings=bindings)
     body = ast.Module(body=function.body, type_ignores=[])
-    # Annotations and defaults are evaluated when the def runs: they are checked like the body.
-    header = [a.annotation for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
-              if a.annotation]
-    header += [d for d in [*function.args.defaults, *function.args.kw_defaults, function.returns] if d is not None]
-    for node in [*ast.walk(body), *(n for a in header for n in ast.walk(a))]:
+    # Defaults are not walked: their text is never evaluated here, the builder puts the values the
+    # log gives for them in their place (`KernelBuilder.defaults`). Annotations are (`header_annotations`).
+    annotations = [node for _, annotation in header_annotations(function) for node in ast.walk(annotation)]
+    for node in [*ast.walk(body), *annotations]:
         if isinstance(node, ast.Module):
             continue
         if not isinstance(node, _STATEMENTS + _EXPRESSIONS):
@@ -193,10 +259,11 @@ def check_kernel_body(function: ast.FunctionDef, bindings: dict[str, dict[str, A
                 problems.append(f"line {node.lineno}: {node.id} is a {binding.get('unknown', 'Python object')}, "
                                 "not a Triton function, kernel, module or number")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_"):
+            chain = _module_chain(node, scope)
+            # Private names only through a module of Triton's, to its own kernel helpers (`refused_private`).
+            if node.attr.startswith("_") and (chain is None or node.attr.startswith("__")):
                 problems.append(f"line {node.lineno}: attribute {node.attr} (private attributes are not Triton)")
                 continue
-            chain = _module_chain(node, scope)
             if chain is None:
                 if node.attr not in value_attrs:
                     problems.append(f"line {node.lineno}: .{node.attr} on a value is not a Triton tensor member")
@@ -250,13 +317,13 @@ class KernelBuilder:
             return __builtins__[name] if isinstance(__builtins__, dict) else getattr(__builtins__, name)
         if "attr" in binding:
             owner, name = binding["attr"]
-            if not isinstance(name, str) or name.startswith("_"):
+            if not isinstance(name, str) or name.startswith("__"):
                 raise KernelRefused(f"{owner}.{name} is not available to kernels")
             module = allowed_module(owner)
             if not hasattr(module, name):
                 raise KernelRefused(f"{owner} has no {name}")
             value = getattr(module, name)
-            why = refused_object(value, name)
+            why = refused_private(value, name) if name.startswith("_") else refused_object(value, name)
             if why is not None:
                 raise KernelRefused(f"{owner}.{name} is not available to kernels ({why})")
             return value
@@ -284,6 +351,7 @@ class KernelBuilder:
         try:
             function = find_function(self.source, entry["name"], entry["line"])
             bindings = {str(k): v for k, v in entry["globals"].items() if isinstance(v, dict)}
+            bindings.update(self.annotation_names(function, entry, bindings))
             problems = check_kernel_body(function, bindings, self._value_attrs)
             if problems:
                 raise KernelRefused(f"kernel {entry['name']}: " + "; ".join(problems[:4]))
@@ -298,24 +366,77 @@ class KernelBuilder:
             for name, binding in bindings.items():
                 if name in used:
                     namespace[name] = self.resolve(binding, table)
-            jit = self._compile(function, namespace, key)
+            replaced = self.defaults(function, entry, namespace, table)
+            jit = self._compile(function, namespace, key, replaced)
         finally:
             self._building.discard(key)
         built = BuiltKernel(key=key, jit=jit)
         self.built[cache_key] = built
         return built
 
-    def _compile(self, function: ast.FunctionDef, namespace: dict[str, Any], key: str) -> Any:
-        """``triton.jit`` over the function's own text (no decorators), from a file of its own."""
+    def annotation_names(self, function: ast.FunctionDef, entry: dict[str, Any],
+                         bindings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Bindings for the annotations that are a bare name no global of the body binds
+        (``BLOCK: constexpr`` after ``from triton.language import constexpr``): what the log says
+        the annotation evaluated to. They are checked and resolved like any binding."""
+        header = entry.get("header") if isinstance(entry.get("header"), dict) else {}
+        logged = header.get("annotations") if isinstance(header.get("annotations"), dict) else {}
+        names: dict[str, dict[str, Any]] = {}
+        for parameter, annotation in header_annotations(function):
+            binding = logged.get(parameter)
+            if isinstance(annotation, ast.Name) and annotation.id not in bindings and isinstance(binding, dict):
+                names[annotation.id] = binding
+        return names
+
+    def defaults(self, function: ast.FunctionDef, entry: dict[str, Any], namespace: dict[str, Any],
+                 table: dict[str, dict[str, Any]]) -> list[tuple[ast.expr, str]]:
+        """Bind the values the log gives for the kernel's defaults in `namespace`, each under a
+        name of its own, and say which expression of the text each name replaces.
+
+        A default's text is never evaluated here: ``FP8_MAX: tl.constexpr = float8_info.max``
+        names an object of the candidate's module, which this process does not have, and needs
+        not, since Python bound a value to it when the candidate's ``def`` ran
+        (`launchlog.LaunchLog._header`). Each value is resolved like a global's binding (numbers,
+        strings, Triton's own objects, kernels of the file); a default without one is refused.
+        """
+        header = entry.get("header") if isinstance(entry.get("header"), dict) else {}
+        logged = header.get("defaults") if isinstance(header.get("defaults"), dict) else {}
+        replaced: list[tuple[ast.expr, str]] = []
+        for index, (parameter, node) in enumerate(header_defaults(function)):
+            binding = logged.get(parameter.arg)
+            if not isinstance(binding, dict):
+                raise KernelRefused(f"kernel {entry['name']}: the log gives no value for the default of "
+                                    f"{parameter.arg}")
+            try:
+                value = self.resolve(binding, table)
+            except KernelRefused as exc:
+                raise KernelRefused(f"kernel {entry['name']}: the default of {parameter.arg} is {exc}") from None
+            name = f"_tritongym_default_{index}"
+            namespace[name] = value
+            replaced.append((node, name))
+        return replaced
+
+    def _compile(self, function: ast.FunctionDef, namespace: dict[str, Any], key: str,
+                 replaced: list[tuple[ast.expr, str]] = ()) -> Any:
+        """``triton.jit`` over the function's own text (no decorators), from a file of its own, with
+        each header expression of `replaced` replaced by the name its logged value is bound to."""
         import triton
 
         lines = self.source.splitlines(keepends=True)
-        text = textwrap.dedent("".join(lines[function.lineno - 1:function.end_lineno]))
+        # Column offsets are UTF-8 byte offsets; the last expression is replaced first, so the
+        # offsets of the ones before it still hold.
+        segment = [line.encode("utf-8") for line in lines[function.lineno - 1:function.end_lineno]]
+        for node, name in sorted(replaced, key=lambda item: (item[0].lineno, item[0].col_offset), reverse=True):
+            first, last = node.lineno - function.lineno, node.end_lineno - function.lineno
+            joined = segment[first][:node.col_offset] + name.encode("ascii") + segment[last][node.end_col_offset:]
+            segment[first:last + 1] = [joined]
+        text = textwrap.dedent(b"".join(segment).decode("utf-8"))
+        flags = __future__.annotations.compiler_flag  # postponed: Triton reads annotations as text
         safe = "".join(c if c.isalnum() else "_" for c in key)
         path = os.path.join(self.workdir, f"kernel_{safe}.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
-        code = compile(text, path, "exec")
+        code = compile(text, path, "exec", flags=flags, dont_inherit=True)
         exec(code, namespace)  # noqa: S102 - the checked text of one kernel, in a namespace of Triton only
         return triton.jit(namespace[function.name])
 
@@ -351,7 +472,7 @@ def _builtin(name: str) -> Any:
 
 
 def allowed_module(name: Any) -> Any:
-    if not isinstance(name, str) or name not in KERNEL_MODULES:
+    if not is_kernel_module(name):
         raise KernelRefused(f"module {name!r} is not available to kernels")
     try:
         return importlib.import_module(name)

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from tritongym.evaluator.worker.kernels import BodyChecker, describe_foreign_argument, unwrap
+from tritongym.evaluator.worker.launchlog import Unloggable, grid_dims, kernel_key
 from tritongym.evaluator.worker.optrace import DataFlow, storage_span, untraced
 
 
@@ -60,6 +61,12 @@ def launch_tensors(values: Any, depth: int = 0) -> list[torch.Tensor]:
     if isinstance(base, torch.Tensor) and type(values).__module__.startswith("triton"):
         return [base]
     return found
+
+
+def launch_name(function: Any) -> str:
+    """The log's key of a launched kernel (`launchlog.kernel_key`), for messages."""
+    fn, _ = unwrap(function)
+    return kernel_key(fn) if fn is not None else type(function).__name__
 
 
 class LaunchRecorder:
@@ -170,11 +177,20 @@ class LaunchRecorder:
                 resolved: list[Any] = []
                 if callable(grid):
                     # The candidate's grid callable runs once, where Triton calls it; the log keeps
-                    # what it returned (the clean room never runs it).
-                    def launch_grid(meta, _grid=grid, _resolved=resolved):  # noqa: ANN001, ANN202
+                    # its sizes as ints, read there: the interpreter gives `meta`'s integers as
+                    # its scalar tensors, which have `__index__` only while the launch runs
+                    # (``triton.cdiv(meta["n"], meta["BLOCK"])``). Triton then gets those same
+                    # ints, so the launch runs exactly the grid the log says (the clean room
+                    # never runs the callable).
+                    def launch_grid(meta, _grid=grid, _resolved=resolved, _name=self):  # noqa: ANN001, ANN202
                         value = _grid(meta)
-                        _resolved.append(value)
-                        return value
+                        try:
+                            dims = grid_dims(value, launch_name(_name))
+                        except Unloggable as exc:
+                            _resolved.append(exc)
+                            return value  # Triton judges it as it would have
+                        _resolved.append(dims)
+                        return tuple(dims)
                 else:
                     resolved.append(grid)
                 log.depth += 1

@@ -16,7 +16,14 @@ A log is, per forward call, a list of events in the order they ran:
 * ``{"launch": key, "grid": [x, y, z], "args": [...], "kwargs": {...}}`` for every leaf Triton
   launch (`launches.LaunchRecorder` calls `on_launch`): the kernel is named by its function's
   name and first line in the hashed source, with every argument as the leaf received it
-  (autotune configs and heuristics already applied, the grid already resolved).
+  (autotune configs and heuristics already applied) plus the default of every parameter it did
+  not receive (the value Python binds, so the clean room never evaluates a default itself), and
+  the grid as Triton resolved it: ints, read where Triton reads them (`grid_dims`).
+
+Each kernel of the log has an entry (`LaunchLog._note_kernel`): the bindings of the globals its
+body names, and its *header*: the values its annotations and defaults evaluated to in the
+candidate's module (``scale: tl.float32``, ``FP8_MAX: tl.constexpr = float8_info.max``). The
+clean room puts these values in place of the header's text instead of evaluating it.
 
 Tensors are references to **buffers** (storages) with their view (offset, shape, stride, dtype).
 A buffer is a problem input (``input i``), model state present after ``__init__`` (``state i``,
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import operator
 import sys
 import types
 from dataclasses import dataclass, field
@@ -53,6 +61,12 @@ KERNEL_MODULES = frozenset({
     "triton.language.extra.cuda.libdevice", "triton.language.extra.hip", "triton.language.extra.hip.libdevice",
     "torch._inductor.runtime.triton_helpers", "torch._inductor.runtime.triton_compat",
 })
+
+
+def in_triton_language(module: Any) -> bool:
+    """Whether `module` (a module name) is Triton's language package or one of its submodules
+    (``triton.language.extra.cuda.gdc``): what these define is Triton's own kernel code."""
+    return isinstance(module, str) and (module == "triton.language" or module.startswith("triton.language."))
 
 
 class Unloggable(Exception):
@@ -142,6 +156,42 @@ def descriptor_fields(value: Any) -> dict[str, Any] | None:
     if type(value) is not TensorDescriptor:
         return None
     return {field.name: getattr(value, field.name) for field in dataclasses.fields(TensorDescriptor)}
+
+
+def _unbound_defaults(fn: Any, positional: int, kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The parameters of `fn` a launch with `positional` arguments and `kwargs` leaves to their
+    defaults, with those defaults (positional-only ones excepted: they cannot be passed by name)."""
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount]
+    values = fn.__defaults__ or ()
+    first = len(names) - len(values)
+    unbound = [(name, values[index - first]) for index, name in enumerate(names)
+               if index >= max(positional, first, code.co_posonlyargcount) and name not in kwargs]
+    unbound += [(name, value) for name, value in (fn.__kwdefaults__ or {}).items() if name not in kwargs]
+    return unbound
+
+
+def grid_dims(grid: Any, kernel: str) -> list[int]:
+    """A launch grid as Triton uses it: 1 to 3 sizes, each the integer Triton's launcher reads.
+
+    Triton takes each size through ``__index__`` (the CPU interpreter's ``range(size)``, the GPU
+    launcher's integer parsing), so that is what is read here: ints and numpy integers, and, while
+    a launch runs, the interpreter's scalar tensors (a size computed from the launch's own
+    arguments, ``triton.cdiv(meta["n"], meta["BLOCK"])``). Floats and other values Triton refuses
+    are refused (`Unloggable`). The clean room replays the ints; whatever a size was computed from
+    is host data to it like every other logged number.
+    """
+    if type(grid) is int:
+        grid = (grid,)
+    if type(grid) not in (tuple, list) or not 1 <= len(grid) <= 3:
+        raise Unloggable(f"kernel {kernel} was launched with a grid that is not 1 to 3 integers")
+    dims = []
+    for size in grid:
+        try:
+            dims.append(int(operator.index(size)))
+        except (TypeError, ValueError, OverflowError):
+            raise Unloggable(f"kernel {kernel}: a grid size of type {type(size).__name__}") from None
+    return dims
 
 
 class LaunchLog:
@@ -302,6 +352,45 @@ class LaunchLog:
                 return {"attr": [owner, name]}
         return {"unknown": type(value).__name__}
 
+    def _header(self, fn: Any) -> dict[str, dict[str, Any]]:
+        """What the kernel's annotations and defaults evaluated to when its ``def`` ran here.
+
+        The clean room puts these values where the header's text is, so it never evaluates a
+        header (``FP8_MAX: tl.constexpr = float8_info.max`` names a module object it does not
+        have): a default is a binding like a global's (a number, a Triton object, a kernel of
+        the file); an annotation is Triton's own object where it is one (``tl.constexpr``,
+        ``tl.float32``, a string), and otherwise the string Triton reads it as (`_annotation`).
+        """
+        annotations: dict[str, dict[str, Any]] = {}
+        declared = getattr(fn, "__annotations__", None)
+        if isinstance(declared, dict):
+            for name, value in declared.items():
+                annotations[str(name)] = self._annotation(value)
+        defaults: dict[str, dict[str, Any]] = {}
+        code = fn.__code__
+        positional = code.co_varnames[:code.co_argcount]
+        values = fn.__defaults__ or ()
+        for name, value in zip(positional[len(positional) - len(values):], values, strict=True):
+            defaults[name] = self._binding(value)
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            defaults[str(name)] = self._binding(value)
+        return {"annotations": annotations, "defaults": defaults}
+
+    def _annotation(self, value: Any) -> dict[str, Any]:
+        """An annotation's binding: Triton reads annotations only as the string `_normalize_ty`
+        makes of them, except ``tl.constexpr`` (compared by identity), so anything that is not a
+        Triton object (``torch.Tensor``, ``int``, a pointer type) is logged as that string."""
+        binding = self._binding(value)
+        if "const" in binding or ("attr" in binding and in_triton_language(binding["attr"][0])):
+            return binding
+        if "tl_dtype" in binding and not getattr(value, "is_ptr", lambda: False)():
+            return binding
+        try:
+            from triton.runtime.jit import _normalize_ty
+        except ImportError:  # a Triton without it reads a class by its name
+            return {"const": value.__name__ if isinstance(value, type) else str(value)}
+        return {"const": _normalize_ty(value)}
+
     def _note_kernel(self, fn: Any) -> str:
         key = kernel_key(fn)
         if key in self.log.kernels:
@@ -338,6 +427,7 @@ class LaunchLog:
                     cached["globals"][name] = self._binding(cell.cell_contents)
                 except ValueError:
                     cached["globals"][name] = {"unknown": "empty cell"}
+            cached["header"] = self._header(fn)
         self.log.kernels[key] = cached
         return key
 
@@ -389,27 +479,30 @@ class LaunchLog:
             fn = _jit_source(function)
             if fn is None:
                 raise Unloggable(f"a launch of {type(function).__name__}, not a Triton JIT function")
+            logged = {k: self.encode(v) for k, v in kwargs.items()}
+            for name, value in _unbound_defaults(fn, len(args), kwargs):
+                # A default is bound by Python when the launch runs: logged here, it is one more
+                # number of the launch (host data like the others) and the clean room passes it.
+                # A default that is no number (a Triton function) stays in the kernel's header.
+                try:
+                    logged[name] = self.encode(value)
+                except Unloggable:
+                    continue
             return {"launch": self._note_kernel(fn), "grid": None, "args": self.encode(list(args)),
-                    "kwargs": {k: self.encode(v) for k, v in kwargs.items()}}
+                    "kwargs": logged}
         except Unloggable as exc:
             self.fail(str(exc))
             return None
 
     def after_launch(self, event: dict[str, Any] | None, grid: Any) -> None:
-        """The launch returned: its grid as Triton resolved it, then the event joins the log."""
+        """The launch returned: its grid as Triton resolved it (`grid_dims`, or the `Unloggable`
+        the launch hook met reading it), then the event joins the log."""
         if event is None or not self.active or self.log.error is not None:
             return
         try:
-            if isinstance(grid, int) and type(grid) is int:
-                grid = (grid,)
-            if type(grid) not in (tuple, list) or not 1 <= len(grid) <= 3:
-                raise Unloggable(f"kernel {event['launch']} was launched with a grid that is not 1 to 3 integers")
-            dims = []
-            for size in grid:
-                if type(size) is not int and not (type(size).__module__ == "numpy" and hasattr(size, "__index__")):
-                    raise Unloggable(f"kernel {event['launch']}: a grid size of type {type(size).__name__}")
-                dims.append(int(size))
-            event["grid"] = dims
+            if isinstance(grid, Unloggable):
+                raise grid
+            event["grid"] = grid_dims(grid, event["launch"])
             self._append(event)
         except Unloggable as exc:
             self.fail(str(exc))
