@@ -52,6 +52,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                      timeout=args.timeout, device=args.device,
                                      notice=getattr(args, "size_notice", False))
     if refused:
+        if args.json:  # --json answers in JSON whatever happens: the refusal as `run --json` prints it
+            print(json.dumps({"problem": refused[0][0], "refused": refused[0][1], "problem_size": size}))
         print(f"tritongym eval: not evaluated: {refused[0][1]}", file=sys.stderr)
         return EXIT_USAGE
     result = evaluate(kept[0], Path(args.solution), options_from(args))

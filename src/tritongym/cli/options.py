@@ -88,13 +88,19 @@ def problems_at_size(problems: list, size: str, command: str, *, memory_limit_gb
     from tritongym.tasks.sizing import at_size
 
     sized = at_size(problems, size)
-    refused = [(p.problem_id, reason) for p, reason in sized.refused]
+    # A problem without a CPU size can still be evaluated as published: say how, in its refusal.
+    refused = [(p.problem_id, f"{reason}; to evaluate it at its published sizes: --size original")
+               for p, reason in sized.refused]
     kept = sized.problems
     scaled = sum(p.size == "cpu" for p in kept)
     if notice and (scaled or refused):
         print(f"tritongym {command}: no GPU in use, so problems run at CPU size (--size cpu; {scaled} of "
               f"{len(problems)} scaled down, each result says problem_size: cpu); --size original for the "
               "published sizes", file=sys.stderr)
+    for record in sized.records.values():
+        if record.measured_on == "cpu" and record.status == "unchanged":  # small already: run as given, say so
+            print(f"tritongym {command}: {record.problem_id} runs at its original size: {record.describe()}",
+                  file=sys.stderr)
     if not str(device).startswith("cuda") and kept:
         from tritongym.tasks.preflight import preflight
 

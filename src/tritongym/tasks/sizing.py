@@ -19,7 +19,13 @@ What is scaled and what is not (so the problem keeps its meaning):
   `CpuBudget.hard_bytes`/`hard_flops` (slower, and its record says so); beyond that it has no
   CPU size, and the record says why;
 * every candidate scale is built on the ``meta`` device first (the task audit's probe, nothing
-  allocated): a scale at which the problem's own shape checks fail is skipped.
+  allocated): a scale at which the problem's own shape checks fail is skipped;
+* a problem the meta device cannot follow (an op without a meta kernel, ``bincount``,
+  ``masked_select``; sizes read with ``.item()``) is measured by running it for real on the CPU in
+  the probe, capped at `REAL_PROBE_ALLOWANCE` more address space and the probe's forward timeout,
+  once its inputs and parameters (when the meta device can size them) are within
+  `CpuBudget.hard_bytes`: one already small enough runs as given (its record says how it was
+  measured), a larger one is scaled as usual, and one that fits nowhere has no CPU size, with why.
 
 The variant's first line records what changed (``# tritongym-size: cpu (batch_size 4096->16,
 ...)``), so a `Problem` knows its size from its source wherever it travels (pool, service,
@@ -55,6 +61,9 @@ MiB = 1 << 20
 SCALABLE_MIN = 16
 #: No scaled size goes below this (a batch: 2), so no dimension collapses to 1 or to a trivial width.
 SIZE_FLOOR = 8
+#: Address space a probe may add to run a problem for real when the meta device cannot follow its
+#: forward (8x the hard byte budget: copies, the allocator's slack); beyond it the scale is too large.
+REAL_PROBE_ALLOWANCE = 256 * MiB
 #: Names (matched anywhere, case-insensitive) that are structure, not size.
 STRUCTURAL = re.compile(r"kernel|stride|pad|dilation|group|head|patch|block|window|stage|expan|ratio|"
                         r"seed|iter|step|cluster|axis|split|chunk|top", re.IGNORECASE)
@@ -125,6 +134,8 @@ class SizingRecord:
     total_bytes: int | None = None
     flops: int | None = None
     reason: str | None = None
+    #: ``meta`` (built on the meta device), or ``cpu``: run for real, the meta device could not follow it
+    measured_on: str = "meta"
 
     def describe(self) -> str:
         if self.status == SizingStatus.UNCHANGED:
@@ -144,7 +155,8 @@ class SizingRecord:
         return cls(problem_id=str(data["problem_id"]), name=str(data["name"]), status=SizingStatus(data["status"]),
                    changes=tuple(SizeChange(str(n), int(o), int(s)) for n, o, s in data.get("changes", [])),
                    halvings=int(data.get("halvings", 0)), total_bytes=data.get("total_bytes"),
-                   flops=data.get("flops"), reason=data.get("reason"))
+                   flops=data.get("flops"), reason=data.get("reason"),
+                   measured_on=str(data.get("measured_on", "meta")))
 
 
 # --- finding and rewriting size constants -------------------------------------------------------------
@@ -302,20 +314,60 @@ def _record(problem: Problem, status: SizingStatus, **kwargs: Any) -> SizingReco
     return SizingRecord(problem_id=problem.problem_id, name=problem.name, status=status, **kwargs)
 
 
-def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
+def _meta_blind(estimate: Any) -> bool:
+    """The meta device could not follow the problem (no meta kernel, ``.item()``), as opposed to a
+    forward or a build that was too slow: running it for real may measure it."""
+    text = estimate.error or estimate.forward_error
+    return bool(text) and "took more than" not in text and "did not finish within" not in text
+
+
+def _measure(prober: Any, problem: Problem, budget: CpuBudget) -> Any:
+    """`problem`'s size estimate: on the meta device, or run for real on the CPU when the meta device
+    cannot follow it and its inputs and parameters (when known) are within the hard budget. When the
+    real run fails too (over `REAL_PROBE_ALLOWANCE`, too slow), the meta estimate comes back with both
+    reasons in its error."""
     estimate = prober.estimate(problem)
-    if estimate.error:
+    if not _meta_blind(estimate):
+        return estimate
+    if estimate.input_bytes is not None and estimate.input_bytes + (estimate.param_bytes or 0) > budget.hard_bytes:
+        return estimate  # too large to run for real here; a smaller scale may be measured
+    real = prober.estimate(problem, device="cpu", allowance_bytes=REAL_PROBE_ALLOWANCE)
+    if real.error is None and real.forward_error is None:
+        return real
+    both = (f"{_gist(estimate.error or estimate.forward_error or '')}; run on the CPU instead (at most "
+            f"{_mib(REAL_PROBE_ALLOWANCE)} more): {_gist(real.error or real.forward_error or '')}")
+    return replace(estimate, error=both) if estimate.error else replace(estimate, forward_error=both)
+
+
+def _gist(error: str, limit: int = 180) -> str:
+    """An error without torch's advice on compilation APIs that follows "no Meta kernel" (it is not ours to give)."""
+    return error.split(" You may have run into", 1)[0].strip()[:limit]
+
+
+def _measured_on(estimate: Any) -> dict[str, Any]:
+    return {"measured_on": "cpu"} if estimate.measured_on == "cpu" else {}
+
+
+def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
+    estimate = _measure(prober, problem, budget)
+    if estimate.error and not _meta_blind(estimate):
         return _record(problem, SizingStatus.CANNOT, reason=f"it does not build on the meta device: {estimate.error}")
     if budget.fits(estimate) and not estimate.forward_error:
+        if estimate.measured_on == "cpu":
+            return _record(problem, SizingStatus.UNCHANGED, total_bytes=estimate.total_bytes, flops=estimate.flops,
+                           measured_on="cpu", reason=f"within the CPU budget at its original size "
+                           f"({_small(estimate.total_bytes or 0)}, {(estimate.flops or 0) / 1e9:.2f} GFLOP per "
+                           "forward, measured by running it on the CPU: the meta device cannot follow it)")
         return _record(problem, SizingStatus.UNCHANGED, total_bytes=estimate.total_bytes, flops=estimate.flops)
     last = estimate
-    measured = estimate.forward_error is None  # `last` has a forward peak and FLOPs
+    measured = estimate.forward_error is None and estimate.error is None  # `last` has a forward peak and FLOPs
+    blind = estimate if _meta_blind(estimate) else None  # the meta device's failure, for the reason
     previous: tuple[SizeChange, ...] = ()
     errors: list[str] = []
     fallback: SizingRecord | None = None  # the smallest scale that ran, when it is within the hard limits
     if measured and budget.fits(estimate, hard=True):
         fallback = _record(problem, SizingStatus.UNCHANGED, total_bytes=estimate.total_bytes, flops=estimate.flops,
-                           reason=f"over the preferred CPU budget at its original size "
+                           **_measured_on(estimate), reason=f"over the preferred CPU budget at its original size "
                                   f"({_mib(estimate.total_bytes or 0)}, "
                                   f"{(estimate.flops or 0) / 1e9:.2f} GFLOP per forward): slower than most")
     for halvings in range(1, budget.max_halvings + 1):
@@ -324,24 +376,35 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
             break  # nothing scalable, or every constant is at its floor already
         previous = changes
         variant = replace(problem, source=rewrite(problem.source, changes))
-        estimate = prober.estimate(variant)
+        estimate = _measure(prober, variant, budget)
         if estimate.error or estimate.forward_error:
             errors.append(estimate.error or estimate.forward_error or "")
+            blind = estimate if _meta_blind(estimate) else blind
             continue  # a shape check of the problem's own failed at this scale: try the next
         last, measured = estimate, True
         errors = []  # only failures below the smallest scale that ran explain a refusal
         if budget.fits(estimate):
             return _record(problem, SizingStatus.SCALED, changes=changes, halvings=halvings,
-                           total_bytes=estimate.total_bytes, flops=estimate.flops)
+                           total_bytes=estimate.total_bytes, flops=estimate.flops, **_measured_on(estimate))
         if budget.fits(estimate, hard=True):
             fallback = _record(problem, SizingStatus.SCALED, changes=changes, halvings=halvings,
-                               total_bytes=estimate.total_bytes, flops=estimate.flops,
+                               total_bytes=estimate.total_bytes, flops=estimate.flops, **_measured_on(estimate),
                                reason=f"over the preferred CPU budget with its sizes at their floors "
                                       f"({_mib(estimate.total_bytes or 0)}, {(estimate.flops or 0) / 1e9:.2f} "
                                       "GFLOP per forward): slower than most")
     if fallback is not None:
         return fallback
-    if not any(is_scalable(s) for s in size_constants(problem.source)):
+    if blind is not None and not measured:
+        what = (blind.error or blind.forward_error or "")[:400]
+        held = (blind.input_bytes or 0) + (blind.param_bytes or 0)
+        if blind.input_bytes is not None and held > budget.hard_bytes:
+            smallest = "at its smallest scale" if any(is_scalable(s) for s in size_constants(problem.source)) \
+                else "(its sizes are not module-level constants that can be scaled)"
+            reason = (f"the meta device cannot follow its forward ({_gist(what)}), and its inputs and parameters are "
+                      f"{_mib(held)} {smallest}, over the {_mib(budget.hard_bytes)} a CPU run to measure it may hold")
+        else:
+            reason = f"the meta device cannot follow it, and running it on the CPU did not fit at any scale: {what}"
+    elif not any(is_scalable(s) for s in size_constants(problem.source)):
         reason = "its sizes are not module-level constants that can be scaled"
     elif measured and last.total_bytes is not None and errors:
         reason = (f"{_mib(last.total_bytes)} and {(last.flops or 0) / 1e9:.2f} GFLOP per forward at the smallest "
@@ -356,6 +419,11 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
 
 def _mib(n: int) -> str:
     return f"{n / MiB:.0f} MiB" if n < 1 << 30 else f"{n / (1 << 30):.1f} GiB"
+
+
+def _small(n: int) -> str:
+    """Bytes as KiB under a MiB (a problem of a few KB reads as such), else as `_mib`."""
+    return f"{n / 1024:.1f} KiB" if n < MiB else _mib(n)
 
 
 # --- the shipped table and the public entry points ----------------------------------------------------

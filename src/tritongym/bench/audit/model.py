@@ -81,6 +81,8 @@ class SizeEstimate:
         float_params: number of floating-point parameter elements.
         error: why the problem could not be built on the meta device.
         forward_error: why the forward could not run on the meta device (``.item()``, too slow).
+        measured_on: ``meta``, or ``cpu`` when the problem was run for real because the meta device
+            cannot follow its forward (`tritongym.tasks.sizing`); None when not recorded.
     """
 
     input_bytes: int | None = None
@@ -91,6 +93,7 @@ class SizeEstimate:
     float_params: int | None = None
     error: str | None = None
     forward_error: str | None = None
+    measured_on: str | None = None
 
     @property
     def total_bytes(self) -> int | None:

@@ -1,4 +1,9 @@
-"""Sizes without allocating: each problem built on the meta device in a short-lived subprocess."""
+"""Sizes without allocating: each problem built on the meta device in a short-lived subprocess.
+
+A problem whose forward the meta device cannot follow (``bincount``, ``masked_select``, sizes read
+with ``.item()``) can be measured by running it for real on the CPU instead (``device="cpu"``), with
+the probe's address space capped at what it held plus `allowance_bytes` for that request.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from tritongym.bench.audit.model import GiB, SizeEstimate
 from tritongym.tasks.problem import Problem
 
 _PROBE_SOURCE = r'''
-import importlib.util, json, os, signal, sys, weakref
+import gc, importlib.util, json, os, resource, signal, sys, weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
@@ -81,9 +86,27 @@ def split(init):
     return list(init), {}
 
 
-def probe(path, forward_timeout):
-    report = {}
-    with torch.device("meta"):
+def address_space():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def probe(path, forward_timeout, device="meta", allowance=0):
+    report = {"measured_on": device}
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if device != "meta":  # real tensors: what this request may add to the address space, no more
+        limit = address_space() + allowance
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    try:
+        return measure(report, path, forward_timeout, device)
+    finally:
+        sys.modules.pop("audit_probe_problem", None)  # module-level tensors go with the request
+        gc.collect()
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def measure(report, path, forward_timeout, device):
+    with torch.device(device):
         spec = importlib.util.spec_from_file_location("audit_probe_problem", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["audit_probe_problem"] = module
@@ -98,7 +121,7 @@ def probe(path, forward_timeout):
     report["float_params"] = sum(p.numel() for p in params if p.is_floating_point())
     live, flops = LiveBytes(), FlopCounterMode(display=False)
     try:
-        with torch.device("meta"), torch.no_grad(), flops, live:
+        with torch.device(device), torch.no_grad(), flops, live:
             signal.setitimer(signal.ITIMER_REAL, forward_timeout)
             try:
                 out = model(*inputs)
@@ -109,7 +132,7 @@ def probe(path, forward_timeout):
         report["forward_peak_bytes"] = max(live.peak, report["output_bytes"])
         report["flops"] = int(flops.get_total_flops())
     except TooSlow:
-        report["forward_error"] = f"the forward on the meta device took more than {forward_timeout:g} s"
+        report["forward_error"] = f"the forward on the {device} device took more than {forward_timeout:g} s"
     except Exception as exc:
         report["forward_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return report
@@ -118,7 +141,8 @@ def probe(path, forward_timeout):
 for line in sys.stdin:
     request = json.loads(line)
     try:
-        report = probe(request["path"], request["forward_timeout"])
+        report = probe(request["path"], request["forward_timeout"], request.get("device", "meta"),
+                       request.get("allowance", 0))
     except BaseException as exc:
         report = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     replies.write(json.dumps(report) + "\n")
@@ -180,7 +204,9 @@ class _Prober:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line
 
-    def estimate(self, problem: Problem) -> SizeEstimate:
+    def estimate(self, problem: Problem, *, device: str = "meta", allowance_bytes: int = 0) -> SizeEstimate:
+        """`problem`'s sizes on the meta device, or (``device="cpu"``) measured by running it for real
+        with at most `allowance_bytes` more address space than the probe already holds."""
         # A fresh file name each time: importlib's bytecode cache keys on (mtime, size), so two
         # same-sized problems written within a second under one name could share a stale module.
         self.count += 1
@@ -191,7 +217,8 @@ class _Prober:
             self.process = self._start()
         assert self.process.stdin is not None
         try:
-            request = {"path": str(path), "forward_timeout": self.forward_timeout}
+            request = {"path": str(path), "forward_timeout": self.forward_timeout, "device": device,
+                       "allowance": int(allowance_bytes)}
             self.process.stdin.write((json.dumps(request) + "\n").encode())
             self.process.stdin.flush()
             line = self._read_line(time.monotonic() + self.timeout)
@@ -199,8 +226,8 @@ class _Prober:
             line = None
         if line is None:
             self._kill()
-            return SizeEstimate(error=f"building the problem on the meta device did not finish within "
-                                      f"{self.timeout:g} s (or crashed the probe)")
+            return SizeEstimate(error=f"building the problem on the {device} device did not finish within "
+                                      f"{self.timeout:g} s (or crashed the probe)", measured_on=device)
         report = json.loads(line)
         return SizeEstimate(**{k: report.get(k) for k in SizeEstimate.__dataclass_fields__})
 
