@@ -61,7 +61,8 @@ BY_CONSTRUCTION = {
     "F7-forged-unsupported": (Status.RUNTIME_ERROR, "'unsupported' is believed only when the hashed source uses a "
                               "construct the interpreter lacks"),
     "F8-host-answer-tensor": ("host_compute", "a tensor of unknown origin ships its bytes with the log; bytes "
-                              "that differ per trial and change the outputs when poisoned are host data"),
+                              "that differ per trial make the log vary, and replayed on fresh inputs it gives the "
+                              "old answer"),
     "A1-transpose-contiguous": ("pytorch_fallback", "a reference with no compute op only moves data: the clean "
                                 "room measures the elements the replayed copies wrote in a new layout"),
     "A1-transpose-copy-into": ("pytorch_fallback", "as above: copy_ into a buffer of another layout is measured"),
@@ -69,12 +70,41 @@ BY_CONSTRUCTION = {
     "F8-from-file-shared": ("evidence_mismatch", "aten::from_file is logged like any op and the clean room "
                             "refuses ops with host side effects; had the data come in without an op, its bytes "
                             "would ship with the log and be charged as host data"),
+    # Issue 43: attacks aimed at the clean room itself. One property decides them: the outputs must
+    # follow from the replayed log acting on the clean room's own inputs, including fresh inputs the
+    # candidate never saw (a log that varies between trials is replayed on them: the counterfactual).
+    "G1-scalar-argument": ("host_compute", "a scalar answer computed in hidden torch rides in a float argument: "
+                           "replayed on fresh inputs the log gives the old answer, and the varying value (64 bits) "
+                           "exceeds a scalar output's budget (0 bits)"),
+    "G1-constexpr-keyword": ("host_compute", "as above, the answer in a tl.constexpr keyword: keywords are compared "
+                             "like every other field of the log"),
+    "G1-grid-size": ("precision_downgrade", "a grid size holds only a coarse answer (here 1/4096): the replay's "
+                     "output fails the float64 precision check; a finer grid is a varying value the counterfactual "
+                     "replay and the output's budget refuse, as for G1-scalar-argument"),
+    "G2-no-launch-shipped-output": ("host_compute", "a log with no launch whose output arrives as shipped bytes: "
+                                    "the bytes differ per trial, the counterfactual replay returns the old answer"),
+    "G3-module-constant": ("evidence_mismatch", "a fresh kernel per call carrying that call's module constant: the "
+                           "kernel table is part of the compared log and kernels are rebuilt per bindings; the "
+                           "logged constant is not the one the candidate used, so the replay's output is wrong"),
+    "G4-packed-int64": ("host_compute", "two float32 answers packed in an int64: information is counted in bits "
+                        "(64 per packed value), and the counterfactual replay returns the old sums"),
+    "G5-lse-in-torch": ("pytorch_fallback", "PyTorch arithmetic on the inputs' floating-point values before any "
+                        "kernel wrote them is the problem's work, whatever it costs next to the reference's"),
+    "G5-rewritten-loss": ("pytorch_fallback", "as above: a loss spelled with other ops than the reference's"),
+    "G5-normal-identity": ("pytorch_fallback", "ops random by name are judged by their arguments: normal(mean=x) "
+                           "reads x's values"),
+    "G6-near-answer-correction": ("precision_downgrade", "a float16 stand-in of the answer shipped as bytes: the "
+                                  "replay's outputs get every output check, float64 precision included"),
+    "G6-fp16-plus-correction": ("host_compute", "a float16 kernel plus a host-made correction: on fresh inputs the "
+                                "correction is wrong and the output fails the precision check, and the correction's "
+                                "bytes are far over the budget"),
 }
 
 
 def _cases(prefix: str) -> list:
     return [pytest.param(case, id=case.case_id) for case in map(parse_case, case_paths())
             if case.case_id.startswith(prefix) or (prefix == "F" and case.case_id in BY_CONSTRUCTION)
+            or (prefix == "F" and case.case_id.startswith("G"))
             or (prefix == "control" and case.family == "control" and case.expects_ok and case.device == "cpu")]
 
 
@@ -94,8 +124,8 @@ def _evaluate(pool, case, **options):
 
 
 def test_every_clean_room_case_is_listed():
-    ids = {case.case_id for case in map(parse_case, case_paths()) if case.case_id.startswith("F")}
-    assert ids == {case_id for case_id in BY_CONSTRUCTION if case_id.startswith("F")}
+    ids = {case.case_id for case in map(parse_case, case_paths()) if case.case_id.startswith(("F", "G"))}
+    assert ids == {case_id for case_id in BY_CONSTRUCTION if case_id.startswith(("F", "G"))}
     assert set(BY_CONSTRUCTION) <= {case.case_id for case in map(parse_case, case_paths())}
 
 

@@ -356,7 +356,7 @@ class _Evaluation:
                 self._profile_replays(room, measured, profile_calls)
         except TimeoutError as exc:
             raise CandidateFailed(Status.TIMEOUT, f"re-executing the forward's launch log in the clean room exceeded "
-                                  f"what was left of the {self.options.timeout:g} s budget ({phase})") from exc
+                                  f"the {self.options.timeout:g} s budget ({phase})") from exc
         except (ChannelClosed, ProtocolError) as exc:
             reason = room.process.wait_exit(grace=2.0)
             raise CandidateFailed(Status.CRASHED, f"the clean room stopped while re-executing the forward's launch "

@@ -119,6 +119,9 @@ def choose_replays(records: list[TrialRecord], rng: secrets.SystemRandom | None 
 #: Bits of one buffer reference's identity (which buffer an argument names): a choice among the
 #: log's buffers, charged as one byte however few buffers there are.
 REFERENCE_BITS = 8
+#: Bits of one event's identity (which op or kernel, among the few thousand ATen ops and the file's
+#: kernels) when the other trials do not have that event; its fields are charged besides.
+EVENT_BITS = 16
 #: The most host information (bits) a log whose counterfactual replay fails may carry: the old
 #: allowance of 64 values, in 64-bit words (`value_budget_bits`).
 HOST_BITS_CAP = 64 * 64
@@ -317,7 +320,7 @@ def host_information(logs: list[dict[str, Any]], position: int,
 
     for event in sorted(unmatched):
         what = mine.signatures[event]
-        report.note(value_bits(str(what[1])), f"an event ({what[1]}) the other trials do not have")
+        report.note(EVENT_BITS, f"an event ({what[1]}) the other trials do not have")
         for path, value in mine.events[event]:
             charge(value, f"{what[1]} {path}")
     for (event, path), value in sorted(differing.items(), key=lambda item: item[0]):

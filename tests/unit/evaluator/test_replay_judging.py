@@ -20,6 +20,7 @@ import torch
 
 import tritongym
 from tritongym.evaluator import replays
+from tritongym.evaluator.reference import ReferenceTrial
 from tritongym.evaluator.common.channel import Channel, ChannelClosed
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
@@ -346,19 +347,139 @@ def test_an_unreplayable_log_decides_before_any_room_starts(room_for):
     assert room.started == 0
 
 
+class FreshReference:
+    """The reference worker's `trial` as `_counterfactual` asks for it: fresh inputs of y = 2x."""
+
+    def __init__(self, shape: tuple[int, ...] = (256,)) -> None:
+        self.shape, self.calls = shape, []
+
+    def trial(self, seed: int, family: str = "get_inputs", truth: bool = False) -> ReferenceTrial:
+        self.calls.append(family)
+        x = torch.randn(self.shape, generator=torch.Generator().manual_seed(seed % 1000 + 100))
+        return ReferenceTrial(family=family, inputs=[x], expected=x * 2, compute_ops=[], finite=True,
+                              truth=x.double() * 2 if truth else None)
+
+
 def _scalars_log(index: int, count: int) -> dict[str, Any]:
     return {"events": [{"launch": "k:1", "grid": [1], "args": [float(index * 1000 + i) for i in range(count)],
                         "kwargs": {}}], "buffers": []}
 
 
-@pytest.mark.parametrize("count, charged", [(64, False), (65, True)])
-def test_host_data_over_the_budget_decides_before_any_room_starts(room_for, count, charged):
+def _replays(room: ScriptedRoom, run: _Evaluation) -> tuple[int, int]:
+    """(replays of a trial on its own inputs, replays on fresh inputs) the room was asked for."""
+    own = fresh = 0
+    for kind, payload in room.requests:
+        if kind == "replay":
+            if any(torch.equal(r.inputs[0], payload["inputs"][0]) for r in run.records):
+                own += 1
+            else:
+                fresh += 1
+    return own, fresh
+
+
+def test_logs_that_do_not_vary_between_trials_need_no_fresh_inputs(room_for):
+    # The same log in every trial: a fixed program, already checked on every family's own inputs.
     run = evaluation()
-    doubling_records(run, logs=[_scalars_log(i, count) for i in range(5)])
+    doubling_records(run, logs=[_scalars_log(0, 5) for _ in range(5)])
+    reference = FreshReference()
+    room = room_for(honest_room)
+    run.run_clean_room(room.start, reference=reference)
+    assert run.violations == {} and reference.calls == []
+    assert _replays(room, run) == (4, 0)
+
+
+def test_a_varying_log_that_computes_fresh_inputs_answer_passes_whatever_it_carries(room_for):
+    # 70 values that differ per trial (a workspace's leftovers, say), but the log replayed on fresh
+    # inputs still gives *their* answer: what varies does not carry the answer.
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, 70) for i in range(5)])
+    reference = FreshReference()
+    room = room_for(honest_room)
+    run.run_clean_room(room.start, reference=reference)
+    assert run.violations == {}
+    # every replayed trial (4) and every other trial over its budget (the fifth) on fresh inputs
+    assert _replays(room, run) == (4, 5)
+    assert sorted(reference.calls) == sorted(r.family for r in run.records)
+
+
+def _stale_room(run: _Evaluation):
+    """A room whose logs carry their own trial's answer: right on that trial's inputs only."""
+    def answer(kind: str, payload: Any) -> tuple[str, Any]:
+        if kind == "state":
+            return "state_set", {}
+        own = [r for r in run.records if torch.equal(r.inputs[0], payload["inputs"][0])]
+        record = own[0] if own else next(r for r in run.records if r.log["events"] == payload["log"]["events"])
+        return "replayed", replayed(record.expected)
+    return answer
+
+
+@pytest.mark.parametrize("count, charged", [(1, False), (8, True)])
+def test_a_log_that_fails_on_fresh_inputs_passes_only_within_the_answers_budget(room_for, count, charged):
+    # 256 float outputs hold at least 2048 bits: value-dependent host data may carry 128 of them.
+    # One varying float (64 bits) is within it; eight (512 bits) are not.
+    run = evaluation()
+    logs = [_scalars_log(i, count) for i in range(5)]
+    doubling_records(run, logs=logs)
+    reference = FreshReference()
+    room = room_for(_stale_room(run))
+    run.run_clean_room(room.start, reference=reference)
+    assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
+    if charged:
+        message = run.violations[ViolationCode.HOST_COMPUTE].message
+        assert "replayed on fresh inputs of the same shapes, does not compute their answer" in message
+        assert "(512 bits:" in message and "budget of 128 bits" in message
+
+
+def test_a_scalar_answer_has_no_budget_for_varying_host_data(room_for):
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, 1) for i in range(5)])
+    for record in run.records:
+        record.expected = record.expected[:1].sum()  # one value: 8 bits of answer, a budget of 0
+        record.truth = record.expected.double()
+    room = room_for(_stale_room(run))
+    run.run_clean_room(room.start, reference=FreshReference())
+    assert "budget of 0 bits" in run.violations[ViolationCode.HOST_COMPUTE].message
+
+
+def test_a_lone_trial_is_replayed_on_fresh_inputs_and_without_them_it_is_host_data(room_for):
+    # Nothing to compare a single trial's log with: the counterfactual decides alone, and with no
+    # fresh inputs to be had (no reference), nothing vouches for the log.
+    run = evaluation()
+    doubling_records(run, families=("get_inputs",), logs=[_scalars_log(0, 1)])
+    room = room_for(honest_room)
+    run.run_clean_room(room.start, reference=FreshReference())
+    assert run.violations == {} and _replays(room, run) == (1, 1)
+    run = evaluation()
+    doubling_records(run, families=("get_inputs",), logs=[_scalars_log(0, 1)])
     room = room_for(honest_room)
     run.run_clean_room(room.start)
-    assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
-    assert room.started == (0 if charged else 1)
+    message = run.violations[ViolationCode.HOST_COMPUTE].message
+    assert "(no fresh inputs of the same shapes could be drawn)" in message
+
+
+def test_fresh_inputs_must_have_the_trials_shapes(room_for):
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, 70) for i in range(5)])
+    reference = FreshReference(shape=(128,))
+    room = room_for(honest_room)
+    run.run_clean_room(room.start, reference=reference)
+    assert "no fresh inputs of the same shapes" in run.violations[ViolationCode.HOST_COMPUTE].message
+    assert len(reference.calls) == 3  # three draws, then the trial is judged without them
+
+
+def test_a_fresh_replay_the_room_cannot_run_fails_the_counterfactual(room_for):
+    def room_answer(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        if not any(torch.equal(r.inputs[0], payload["inputs"][0]) for r in run.records):
+            return "error", {"kind": "diverged", "message": "aten::add raised"}
+        return "replayed", replayed(payload["inputs"][0] * 2)
+
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, 70) for i in range(5)])
+    room = room_for(room_answer)
+    run.run_clean_room(room.start, reference=FreshReference())
+    assert "it does not re-execute on them: aten::add raised" in run.violations[ViolationCode.HOST_COMPUTE].message
 
 
 def _launch_log(args: list[Any], kwargs: dict[str, Any], grid: int = 4) -> dict[str, Any]:
@@ -378,114 +499,33 @@ def test_trials_that_ran_the_same_autotune_configs_are_compared_whole():
     combos = [0, 1, 0, 1, 0]
     doubling_records(run, logs=[_launch_log([1.0], per_config[c], grid=8 * (c + 1)) for c in combos])
     _configs(run, [[("k", c)] for c in combos])
+    reference = FreshReference()
     room = ScriptedRoom(honest_room)
     try:
-        run.run_clean_room(room.start)
+        run.run_clean_room(room.start, reference=reference)
     finally:
         room.close()
-    assert run.violations == {}
+    assert run.violations == {} and reference.calls == []
 
 
-def test_host_data_in_launch_metadata_is_charged_between_peers_of_one_config():
-    # The same config in every trial, and 70 keyword values that differ per trial: host data.
-    run = evaluation()
-    doubling_records(run, logs=[_launch_log([1.0], {f"C{i}": float(t * 100 + i) for i in range(70)})
-                                for t in range(5)])
-    _configs(run, [[("k", 0)]] * 5)
-    run.run_clean_room(lambda: pytest.fail("no room may start"))
-    assert ViolationCode.HOST_COMPUTE in run.violations
-
-
-def test_two_trials_of_one_config_are_peers():
-    # Trials 1 and 3 ran config 1 and carry 70 keyword values that differ between them: host data,
-    # seen only when the two are compared whole with each other.
-    run = evaluation()
-    logs = [_launch_log([1.0], {}) for _ in range(5)]
-    logs[1] = _launch_log([1.0], {f"C{i}": float(i) for i in range(70)})
-    logs[3] = _launch_log([1.0], {f"C{i}": float(i + 500) for i in range(70)})
-    doubling_records(run, logs=logs)
-    _configs(run, [[("k", 0)], [("k", 1)], [("k", 0)], [("k", 1)], [("k", 0)]])
-    run.run_clean_room(lambda: pytest.fail("no room may start"))
-    message = run.violations[ViolationCode.HOST_COMPUTE].message
-    assert message.startswith("trial 1: the forward's launches and ops carry 70 values computed on the host")
-    assert "differs between trials; a logged value (1.0) that differs" in message  # examples joined by "; "
-
-
-def test_a_trial_alone_with_its_config_is_still_compared_by_its_positional_arguments():
-    run = evaluation()
-    logs = [_launch_log([1.0] * 70, {}) for _ in range(4)] + [_launch_log([float(i) for i in range(70)], {})]
-    doubling_records(run, logs=logs)
-    _configs(run, [[("k", 0)]] * 4 + [[("k", 1)]])
-    run.run_clean_room(lambda: pytest.fail("no room may start"))
-    assert "trial 4" in run.violations[ViolationCode.HOST_COMPUTE].message
-
-
-@pytest.mark.parametrize("scalars, blob_elements, poisoned", [
-    (0, 64, False),   # 64 elements in all: within the budget, nothing to decide
-    (64, 1, True),    # 65, of which only 1 external: the scalars alone are within it, the bytes decide
-    (0, 65, True),    # 65, all external
+@pytest.mark.parametrize("logs, configs, varying", [
+    # one config in every trial and 70 keyword values that differ per trial
+    ([_launch_log([1.0], {f"C{i}": float(t * 100 + i) for i in range(70)}) for t in range(5)], [0] * 5, {0, 1, 2, 3, 4}),
+    # trials 1 and 3 ran config 1 and differ between them: seen only when the two are compared whole
+    ([_launch_log([1.0], {f"C{i}": float(i + 500 * (t == 3)) for i in range(70)} if t in (1, 3) else {})
+      for t in range(5)], [0, 1, 0, 1, 0], {1, 3}),
+    # a trial alone with its config: compared by its positional arguments only
+    ([_launch_log([1.0] * 70, {}) for _ in range(4)] + [_launch_log([float(i) for i in range(70)], {})],
+     [0, 0, 0, 0, 1], {4}),
 ])
-def test_external_bytes_are_replayed_poisoned_exactly_when_they_alone_put_a_trial_over_the_budget(
-        room_for, scalars, blob_elements, poisoned):
-    # A log's external buffers are its bytes; they count in 4-byte elements.
-    logs = [{**_launch_log([float(t * 1000 + i) for i in range(scalars)], {}),
-             "blobs": [torch.full((4 * blob_elements,), t, dtype=torch.uint8)]} for t in range(5)]
+def test_varying_launch_data_is_found_between_peers_of_one_config(room_for, logs, configs, varying):
     run = evaluation()
     doubling_records(run, logs=logs)
-    room = room_for(honest_room)
-    run.run_clean_room(room.start)
-    assert run.violations == {}
-    assert all(record.poison == ([0] if poisoned else []) for record in run.records)
-    assert any(p.get("poison") for k, p in room.requests if k == "replay") is poisoned
-
-
-def _blob_log(index: int) -> dict[str, Any]:
-    return {"events": [], "buffers": [], "blobs": [torch.full((400,), float(index))]}
-
-
-@pytest.mark.parametrize("poisoned_changes, charged", [(False, False), (True, True)])
-def test_external_bytes_over_the_budget_are_charged_only_if_a_poisoned_replay_changes_the_outputs(
-        room_for, poisoned_changes, charged):
-    def room_answer(kind, payload):
-        if kind == "state":
-            return "state_set", {}
-        factor = 5 if payload.get("poison") and poisoned_changes else 2
-        return "replayed", replayed(payload["inputs"][0] * factor)
-
-    run = evaluation()
-    doubling_records(run, logs=[_blob_log(i) for i in range(5)])
-    room = room_for(room_answer)
-    run.run_clean_room(room.start)
-    assert all(record.poison == [0] for record in run.records)  # 100 elements each, all external
-    poisoned = [p for k, p in room.requests if k == "replay" and p.get("poison")]
-    assert poisoned and all(p["poison"] == [0] for p in poisoned)
-    for payload in poisoned:  # the poisoned replay is of a trial's own log, with that trial's inputs
-        record = next(r for r in run.records if torch.equal(r.log["blobs"][0], payload["log"]["blobs"][0]))
-        assert torch.equal(record.inputs[0], payload["inputs"][0])
-    assert (ViolationCode.HOST_COMPUTE in run.violations) is charged
-    if charged:  # the first trial decides: replayed, replayed poisoned, nothing more
-        assert room.kinds() == ["state", "replay", "replay", "exit"]
-        assert run.violations[ViolationCode.HOST_COMPUTE].message.endswith(
-            "replayed with their bytes replaced, the outputs change. Compute from this call's inputs on the device, "
-            "in the solution's kernels")
-    else:  # every trial carries such bytes, so every trial is replayed, twice
-        assert room.kinds().count("replay") == 10
-
-
-def test_a_poisoned_replay_the_room_cannot_run_charges_the_bytes(room_for):
-    def room_answer(kind, payload):
-        if kind == "state":
-            return "state_set", {}
-        if payload.get("poison"):
-            return "error", {"kind": "diverged", "message": "an op wrote elsewhere"}
-        return "replayed", replayed(payload["inputs"][0] * 2)
-
-    run = evaluation()
-    doubling_records(run, logs=[_blob_log(i) for i in range(5)])
-    room = room_for(room_answer)
-    run.run_clean_room(room.start)
-    assert list(run.violations) == [ViolationCode.HOST_COMPUTE]
-    assert room.kinds() == ["state", "replay", "replay", "exit"]
+    _configs(run, [[("k", c)] for c in configs])
+    room = room_for(_stale_room(run))
+    run.run_clean_room(room.start, reference=FreshReference())
+    message = run.violations[ViolationCode.HOST_COMPUTE].message
+    assert int(message.split(":")[0].removeprefix("trial ")) in varying
 
 
 @pytest.mark.parametrize("error, outcome", [

@@ -3,8 +3,8 @@
 `log_error` (why a trial's log cannot be replayed: its text becomes the violation), `choose_replays`
 (which trials the clean room re-executes: one trial of every input family, the floor of two,
 every autotune config, the perturbed families preferred, nothing more than that) and
-`host_origin` (how many values a log carries from the host that differ between trials: what is
-charged against the host-data budget, and which external buffers the poisoned replay checks).
+`host_information` (how many bits of a log differ between trials: what decides whether a log that
+fails its counterfactual replay may still pass) and the answer's budget.
 
 The logs here are hand-written in the launch log's own format (`worker/launchlog.py`); the
 jailed replay itself runs in tests/adversarial/test_cleanroom.py and every end-to-end evaluation.
@@ -163,179 +163,151 @@ def test_every_family_and_every_config_is_replayed_at_the_floor_at_least(trials,
     assert {c for i in chosen for c in records[i].configs} == {c for r in records for c in r.configs}
     assert len(chosen) >= min(minimum, len(records))
 
-# -- host_origin ----------------------------------------------------------------------------
+# -- host_information -----------------------------------------------------------------------
 
 
 def _ref(buffer: int = 0, offset: int = 0, shape=(4,), stride=(1,), dtype="float32") -> dict:
     return {"T": buffer, "o": offset, "s": list(shape), "st": list(stride), "d": dtype}
 
 
-def _launch(*args, grid=(4,), kwargs=None) -> dict:
-    return {"launch": "k:1", "grid": list(grid), "args": [_ref(), *args], "kwargs": kwargs or {"BLOCK": 1024}}
+def _launch(*args, grid=(4,), kwargs=None, key="k:1") -> dict:
+    return {"launch": key, "grid": list(grid), "args": [_ref(), *args], "kwargs": kwargs or {"BLOCK": 1024}}
 
 
 def _op(name: str, *args, kwargs=None, out=None) -> dict:
     return {"op": name, "args": list(args), "kwargs": kwargs or {}, "out": out if out is not None else _ref(1)}
 
 
-def _log(*events, outputs=None, blobs=()) -> dict:
-    return {"events": list(events), "buffers": [], "blobs": list(blobs),
-            "outputs": outputs if outputs is not None else _ref()}
+INPUTS = [{"kind": "input", "index": 0, "nbytes": 16}, {"kind": "input", "index": 1, "nbytes": 16},
+          {"kind": "new", "nbytes": 16}, {"kind": "new", "nbytes": 16}]
 
 
-def _elements(logs, position=0, **kwargs) -> int:
-    return replays.host_origin(logs, position, **kwargs).elements
+def _log(*events, outputs=None, blobs=(), buffers=None, kernels=None) -> dict:
+    return {"events": list(events), "buffers": list(INPUTS if buffers is None else buffers), "blobs": list(blobs),
+            "outputs": outputs if outputs is not None else _ref(), "kernels": kernels or {}}
 
 
-def test_a_lone_log_carries_nothing_comparable():
-    # Nothing to compare with: no value can be shown to depend on the trial.
-    report = replays.host_origin([_log(_launch(5))], 0)
-    assert (report.elements, report.examples, report.external, report.external_elements) == (0, [], [], 0)
-    lonely = [_log(_launch(5)), _log(_launch(6))]
-    assert _elements(lonely, 0, same_configs=[0]) == 0
+def _bits(logs, position=0, **kwargs) -> int:
+    return replays.host_information(logs, position, **kwargs).bits
+
+
+def test_a_lone_log_has_no_peer_and_carries_nothing_measurable():
+    # Nothing to compare with: the counterfactual replay alone decides (peers == 0 says so).
+    report = replays.host_information([_log(_launch(5))], 0)
+    assert (report.bits, report.peers, report.examples) == (0, 0, [])
+    assert replays.host_information([_log(_launch(5)), _log(_launch(6))], 0, same_configs=[0]).peers == 0
 
 
 def test_only_the_peers_named_are_compared():
     logs = [_log(_launch(5)), _log(_launch(6)), _log(_launch(5))]
-    assert _elements(logs, 0, same_configs=[0, 2]) == 0
-    assert _elements(logs, 0, same_configs=[0, 1]) == 1
-    assert _elements(logs, 1) == 1  # every other trial when no peers are named
+    assert _bits(logs, 0, same_configs=[0, 2]) == 0
+    assert _bits(logs, 0, same_configs=[0, 1]) == 4  # 5 is three bits and a sign
+    assert _bits(logs, 1) == 4
 
 
-@pytest.mark.parametrize("mine, other, count", [
-    (_ref(offset=4), _ref(offset=0), 1),            # a view's offset is host data
-    (_ref(shape=(8,)), _ref(shape=(4,)), 1),         # so is a shape
-    (_ref(shape=(2, 8)), _ref(shape=(2, 4)), 1),     # one element per differing extent
-    (_ref(buffer=3), _ref(buffer=0), 0),             # which buffer: not a value the host computed
-    (_ref(stride=(2,)), _ref(stride=(1,)), 0),
-    (_ref(dtype="float16"), _ref(dtype="float32"), 0),
-    ({"str": "floor"}, {"str": "trunc"}, 1),
-    ({"L": [1, 2, 3], "tuple": True}, {"L": [1, 9, 3], "tuple": True}, 1),
+@pytest.mark.parametrize("value, bits", [
+    (True, 1), (None, 1), (0, 1), (1, 2), (5, 4), (-5, 4), (2**40, 42), (2**63 - 1, 64),
+    (0.5, 64), ("", 8), ("floor", 40),
 ])
-def test_each_differing_argument_value_counts_one_element(mine, other, count):
-    assert _elements([_log(_launch(mine)), _log(_launch(other))], 0) == count
+def test_each_leaf_is_counted_at_the_width_the_log_gives_it(value, bits):
+    assert replays.value_bits(value) == bits
 
 
-def test_a_tensor_reference_without_a_shape_is_still_measured():
-    bare_a, bare_b = {"T": 0, "o": 0}, {"T": 0, "o": 3}
-    assert _elements([_log(_launch(bare_a)), _log(_launch(bare_a))], 0) == 0
-    assert _elements([_log(_launch(bare_a)), _log(_launch(bare_b))], 0) == 1
+def test_two_float32_answers_packed_in_one_int64_count_64_bits():
+    import struct
+
+    packed = [struct.unpack("<q", struct.pack("<ff", a, b))[0] for a, b in ((1.5, -2.25), (3.75, 0.125))]
+    assert _bits([_log(_launch(packed[0])), _log(_launch(packed[1]))], 0) >= 62
 
 
-def test_keyword_order_is_not_a_difference():
-    # The same keywords in another order are the same values.
-    a = _log(_op("aten::sum.dim_IntList", _ref(), kwargs={"dim": {"L": [0], "tuple": False}, "keepdim": True}))
-    b = _log(_op("aten::sum.dim_IntList", _ref(), kwargs={"keepdim": True, "dim": {"L": [0], "tuple": False}}))
-    assert _elements([a, b], 0) == 0
+@pytest.mark.parametrize("mine, other, bits", [
+    (_ref(offset=4), _ref(offset=0), 4),                     # a view's offset
+    (_ref(shape=(8,)), _ref(shape=(4,)), 5),                 # an extent
+    (_ref(stride=(2,)), _ref(stride=(1,)), 3),               # a stride: a field the old measure never read
+    (_ref(dtype="float16"), _ref(dtype="float32"), 56),      # a dtype, as its name
+    (_ref(buffer=1), _ref(buffer=0), replays.REFERENCE_BITS),  # which buffer: another input
+    ({"str": "floor"}, {"str": "trunc"}, 40),
+])
+def test_every_field_of_a_reference_or_value_is_compared(mine, other, bits):
+    assert _bits([_log(_launch(mine)), _log(_launch(other))], 0) == bits
 
 
-def test_op_names_outputs_and_results_are_compared():
-    # A different op at the same place is a difference (an answer chosen on the host)...
-    assert _elements([_log(_op("aten::add.Tensor", _ref())), _log(_op("aten::mul.Tensor", _ref()))], 0) == 1
-    # ...and so is a different kernel launched.
-    other_kernel = {**_launch(5), "launch": "j:9"}
-    assert _elements([_log(_launch(5)), _log(other_kernel)], 0) == 1
-    # An op's result view and the forward's outputs are host data too.
-    assert _elements([_log(_op("aten::add.Tensor", out=_ref(1, offset=0))),
-                      _log(_op("aten::add.Tensor", out=_ref(1, offset=8)))], 0) == 1
-    assert _elements([_log(_launch(5), outputs=_ref(offset=0)), _log(_launch(5), outputs=_ref(offset=4))], 0) == 1
+def test_buffers_are_compared_by_what_they_are_not_by_their_number():
+    # The same inputs under other buffer numbers are the same buffers: nothing varies.
+    swapped = [INPUTS[1], INPUTS[0], *INPUTS[2:]]
+    first = {"launch": "k:1", "grid": [4], "args": [_ref(0), _ref(1)], "kwargs": {}}
+    second = {"launch": "k:1", "grid": [4], "args": [_ref(1), _ref(0)], "kwargs": {}}
+    assert _bits([_log(first, outputs=_ref(0)), _log(second, outputs=_ref(1), buffers=swapped)], 0) == 0
+    assert _bits([_log(first, outputs=_ref(0)), _log(second, outputs=_ref(1))], 0) == 3 * replays.REFERENCE_BITS
 
 
-def test_an_ops_keywords_count_even_when_launch_metadata_is_left_out():
-    # Two logs and no named peers: launches are compared by their positional arguments only
-    # (autotune changes grids and block sizes), but an op's keywords are the candidate's own choice.
-    a = _log(_op("aten::div.Tensor_mode", _ref(), _ref(), kwargs={"rounding_mode": {"str": "floor"}}))
-    b = _log(_op("aten::div.Tensor_mode", _ref(), _ref(), kwargs={"rounding_mode": {"str": "trunc"}}))
-    assert _elements([a, b], 0) == 1
-    # A launch's grid and keywords are compared once the peers ran the same configs, or with one log.
-    a, b = _log(_launch(5, grid=(4,))), _log(_launch(5, grid=(8,)))
-    assert _elements([a, b], 0) == 0
-    assert _elements([a, b], 0, same_configs=[0, 1]) == 1
-    c = _log(_launch(5, kwargs={"BLOCK": 256}))
-    assert _elements([a, c], 0) == 0 and _elements([a, c], 0, same_configs=[0, 1]) == 1
+def test_one_extra_event_at_a_first_call_does_not_shift_every_later_comparison():
+    # A workspace allocated at the first call: one event more in trial 0; the rest aligns by what
+    # each event is, so only the extra event is charged, never the 70 scalars after it.
+    rest = [_launch(*range(70), key="k:1"), _op("aten::add.Tensor", _ref(), out=_ref(3))]
+    first = _log(_op("aten::empty.memory_format", {"L": [4], "tuple": False}, out=_ref(2)), *rest)
+    later = _log(*rest)
+    charged = _bits([first, later, later], 0)
+    assert replays.EVENT_BITS < charged < 150  # the allocation's identity and fields, not 70 scalars
+    assert _bits([later, first, later], 0) == 0
 
 
-def test_events_that_are_not_dicts_are_skipped():
-    assert _elements([_log("junk", _launch(5)), _log("junk", _launch(5))], 0) == 0
-    assert _elements([_log(None, _launch(5)), _log(_launch(6))], 0) == 1
-
-
-def test_a_log_with_no_events_is_compared_on_its_outputs():
-    a = {"events": None, "buffers": [], "outputs": {"L": [1, 2], "tuple": True}}
-    b = {"buffers": [], "outputs": {"L": [1, 3], "tuple": True}}
-    assert _elements([a, b], 0) == 1
-
-
-def test_a_longer_or_a_shorter_log_counts_the_values_it_does_not_share():
-    # One output tensor more is three values more ("o", offset, extent) and shifts the tuple flag:
-    # four slots that are not the same, counted alike from either side.
-    one = _log(_launch(5), outputs={"L": [_ref()], "tuple": True})
-    two = _log(_launch(5), outputs={"L": [_ref(), _ref()], "tuple": True})
-    assert _elements([two, one], 0) == 4
-    assert _elements([one, two], 0) == 4
-    # The shorter log is charged against its shortest peer.
-    three = _log(_launch(5), outputs={"L": [_ref(), _ref(), _ref()], "tuple": True})
-    assert _elements([one, two, three], 0) == 4
-
-
-def test_examples_name_up_to_three_values_cut_to_40_characters():
-    long_a, long_b = {"str": "a" * 60}, {"str": "b" * 60}
-    report = replays.host_origin([_log(_launch(1, 2, 3, long_a)), _log(_launch(7, 8, 9, long_b))], 0)
-    assert report.elements == 4
-    assert report.examples == [f"a logged value ({v}) that differs between trials" for v in (1, 2, 3)]
-    only = replays.host_origin([_log(_launch(long_a)), _log(_launch(long_b))], 0)
-    assert only.examples == [f"a logged value ({'a' * 40}) that differs between trials"]
+def test_kernel_table_constants_are_compared():
+    table = {"k:1": {"name": "k", "line": 1, "globals": {"ANSWER": {"number": 2.5}}}}
+    other = {"k:1": {"name": "k", "line": 1, "globals": {"ANSWER": {"number": 3.5}}}}
+    assert _bits([_log(_launch(), kernels=table), _log(_launch(), kernels=table)], 0) == 0
+    assert _bits([_log(_launch(), kernels=table), _log(_launch(), kernels=other)], 0) == 64
 
 
 def _bytes(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.uint8)
 
 
-def test_external_buffers_are_charged_in_four_byte_elements_at_least_one():
-    # Blobs are the raw bytes of a buffer (`launchlog.storage_bytes`).
-    ten_a, ten_b = _bytes(*range(10)), _bytes(*range(1, 11))
-    report = replays.host_origin([_log(_launch(5), blobs=[ten_a]), _log(_launch(5), blobs=[ten_b])], 0)
-    assert (report.elements, report.external, report.external_elements) == (2, [0], 2)
-    assert report.examples == ["a tensor of unknown origin (2 elements) made on the host, different in each trial"]
-    two_a, two_b = _bytes(1, 2), _bytes(3, 4)
-    assert _elements([_log(blobs=[two_a]), _log(blobs=[two_b])], 0) == 1
+def test_shipped_bytes_that_differ_count_eight_bits_a_byte_once():
+    external = [*INPUTS, {"kind": "external", "blob": 0, "nbytes": 10}]
+    a = _log(_launch(_ref(buffer=4)), outputs=_ref(buffer=4), buffers=external, blobs=[_bytes(*range(10))])
+    b = _log(_launch(_ref(buffer=4)), outputs=_ref(buffer=4), buffers=external, blobs=[_bytes(*range(1, 11))])
+    # 80 bits of content, charged once, plus a buffer reference's identity per place it is named
+    assert _bits([a, b], 0) == 80 + 2 * replays.REFERENCE_BITS
+    same = _log(_launch(_ref(buffer=4)), outputs=_ref(buffer=4), buffers=external, blobs=[_bytes(*range(10))])
+    assert _bits([a, same], 0) == 0
 
 
-def test_an_empty_buffer_differs_from_any_non_empty_one():
-    empty = torch.empty(0, dtype=torch.uint8)
-    word = torch.tensor(list(b"XXXX"), dtype=torch.uint8)
-    assert _elements([_log(blobs=[empty]), _log(blobs=[empty.clone()])], 0) == 0
-    assert _elements([_log(blobs=[empty]), _log(blobs=[word])], 0) == 1
+def test_launch_metadata_is_compared_only_between_trials_of_one_config():
+    a, b = _log(_launch(5, grid=(4,))), _log(_launch(5, grid=(8,)))
+    assert _bits([a, b], 0) == 0
+    assert _bits([a, b], 0, same_configs=[0, 1]) == 4
+    c = _log(_launch(5, kwargs={"BLOCK": 256}))
+    assert _bits([a, c], 0) == 0 and _bits([a, c], 0, same_configs=[0, 1]) == 12
 
 
-def test_only_the_differing_buffers_are_external_and_extra_ones_count():
-    table = _bytes(*range(8))
-    a = _log(_launch(5), blobs=[table, _bytes(*[0] * 8), _bytes(*[1] * 12)])
-    b = _log(_launch(6), blobs=[table.clone(), _bytes(*[9] * 8)])
-    report = replays.host_origin([a, b], 0)
-    # The constant table is not external; the second buffer differs and the third has no counterpart.
-    assert report.external == [1, 2]
-    assert report.external_elements == 2 + 3
-    assert report.elements == 1 + 2 + 3  # the differing scalar, then the buffers
-    assert len(report.examples) == 3
-    assert report.examples[0].startswith("a logged value (5)")
-    assert report.examples[2] == ("a tensor of unknown origin (3 elements) made on the host, different in each "
-                                  "trial")
-    # The log with fewer buffers is charged only for the one it has that differs.
-    back = replays.host_origin([a, b], 1)
-    assert (back.external, back.external_elements) == ([1], 2)
+def test_an_event_the_peers_do_not_have_is_charged_whole():
+    extra = _log(_launch(5), _launch(7, key="j:9"))
+    assert _bits([extra, _log(_launch(5))], 0) > 0
+    assert replays.host_information([extra, _log(_launch(5))], 0).examples[0].startswith("an event (j:9)")
 
 
-def test_blobs_that_are_not_tensors_compare_equal_to_each_other():
-    # The channel only ships tensors; anything else is one opaque element, the same in every trial.
-    assert _elements([_log(blobs=["x"]), _log(blobs=[b"y"])], 0) == 0
-    report = replays.host_origin([_log(blobs=["x"]), _log(blobs=[_bytes(1, 2, 3, 4)])], 0)
-    assert (report.elements, report.external) == (1, [0])
+@given(st.lists(st.integers(-2**62, 2**62), min_size=1, max_size=6))
+def test_a_log_compared_with_itself_carries_nothing(values):
+    log = _log(_launch(*values))
+    assert _bits([log, log, log], 1) == 0
 
 
-def test_examples_stop_at_three_across_values_and_buffers():
-    a = _log(_launch(1, 2, 3, 4), blobs=[_bytes(1, 2, 3, 4)])
-    b = _log(_launch(5, 6, 7, 8), blobs=[_bytes(4, 3, 2, 1)])
-    report = replays.host_origin([a, b], 0)
-    assert report.elements == 5 and report.external == [0]
-    assert len(report.examples) == 3 and all("logged value" in e for e in report.examples)
+@pytest.mark.parametrize("expected, bits", [
+    (torch.zeros(()), 8), ([torch.zeros(4), torch.zeros(2, 3)], 80), (torch.zeros(5, dtype=torch.bool), 5),
+])
+def test_an_answers_information_and_its_budget(expected, bits):
+    assert replays.answer_bits(expected) == bits
+    assert replays.value_budget_bits(expected) == bits // replays.ANSWER_SHARE_DIVISOR
+
+
+def test_the_budget_is_capped():
+    assert replays.value_budget_bits(torch.zeros(10**6)) == replays.HOST_BITS_CAP
+
+
+def test_the_receiver_caps_a_logs_events():
+    log = {"events": [{}] * (replays.MAX_LOG_EVENTS + 1), "buffers": []}
+    assert replays.log_error(log) == f"more than {replays.MAX_LOG_EVENTS} kernel launches and PyTorch ops in one forward"
+    assert replays.log_error({"events": [{}] * replays.MAX_LOG_EVENTS, "buffers": []}) is None
+
+
