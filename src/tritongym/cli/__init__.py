@@ -262,8 +262,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     """``tritongym agent``: drive an OpenAI-compatible endpoint through KernelEnv episodes (resumable)."""
+    import importlib
+
     try:
-        from tritongym.env.agent import AgentConfig, run_agent
+        importlib.import_module("tritongym.env.agent")  # the env extra (httpx, tqdm) before anything starts
     except ImportError as exc:
         print(f"tritongym agent: needs the env extra (from the clone: pip install -e '.[env]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -271,6 +273,37 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.api_key_env and api_key is None:
         print(f"tritongym agent: environment variable {args.api_key_env} is not set", file=sys.stderr)
         return EXIT_USAGE
+    from contextlib import ExitStack
+
+    from tritongym.env.scripted import ScriptedModelServer, scripted_folder
+
+    with ExitStack() as stack:
+        try:
+            scripted = scripted_folder(args.model)
+            if scripted is not None:  # no model server: a loopback endpoint that answers with solution files
+                from tritongym.tasks import load_problems, select_problems
+
+                problems = select_problems(load_problems(args.problems, levels=args.level), args.only,
+                                           args.problems)
+                args.base_url = stack.enter_context(ScriptedModelServer(scripted, problems)).base_url
+        except ValueError as exc:
+            print(f"tritongym agent: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if scripted is None and not args.base_url:
+            print("tritongym agent: --base-url is required (an OpenAI-compatible endpoint), unless --model is "
+                  "scripted:DIR (replies with the solution files in DIR, no server needed)", file=sys.stderr)
+            return EXIT_USAGE
+        return _run_agent(args, api_key)
+
+
+def _run_agent(args: argparse.Namespace, api_key: str | None) -> int:
+    from tritongym.env.agent import AgentConfig, run_agent
+
+    options = options_from(args)
+    if args.eval_workers is None:  # as `run`: one evaluation per visible GPU (clean timings), else per core
+        from tritongym.execution.pool import default_workers
+
+        args.eval_workers = default_workers(options.device)
     try:
         config = AgentConfig(
             base_url=args.base_url, model=args.model, out=args.out, problems=args.problems, levels=args.level,
@@ -281,7 +314,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             few_shot=args.few_shot, stop_on=args.stop_on, recheck=not args.no_recheck, api_key=api_key,
             request_timeout=args.request_timeout, max_retries=args.max_retries, eval_workers=args.eval_workers,
             size=resolve_size(args, "agent"))
-        summary = run_agent(config, options=options_from(args), progress=not args.no_progress)
+        summary = run_agent(config, options=options, progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as exc:
         print(f"tritongym agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -338,8 +371,12 @@ def _add_agent_parser(commands) -> None:
                     "Writes OUT/trajectories.jsonl (and a per-turn journal); re-running the same command resumes. "
                     "Each trajectory's best turn is re-checked with a fresh evaluation. Exit 3 when some trajectories "
                     "were left unfinished (the endpoint kept failing). See docs/environment.md.")
-    p_agent.add_argument("--base-url", required=True, help="API root, e.g. http://127.0.0.1:8000/v1")
-    p_agent.add_argument("--model", required=True, help="model name the endpoint serves")
+    p_agent.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8000/v1 (not needed with "
+                                            "--model scripted:DIR)")
+    p_agent.add_argument("--model", required=True,
+                         help="model name the endpoint serves; scripted:DIR tries the runner without a model server "
+                              "(a loopback endpoint replies with each problem's solution file in DIR, paired as "
+                              "'run' pairs them, e.g. scripted:examples/builtin)")
     p_agent.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key "
                                                                "(sent as a bearer token)")
     p_agent.add_argument("--problems", default="builtin", help="as for 'run' (default: %(default)s)")
@@ -358,8 +395,9 @@ def _add_agent_parser(commands) -> None:
                          help="sequential: multi-turn refinement; parallel: independent single-turn samples at the "
                               "same evaluation budget T+(I-1)(T-K) (default: %(default)s)")
     p_agent.add_argument("--concurrency", type=int, default=4, help="trajectories in flight (default: %(default)s)")
-    p_agent.add_argument("--eval-workers", type=int, default=1,
-                         help="concurrent evaluations; keep 1 per GPU for clean timings (default: %(default)s)")
+    p_agent.add_argument("--eval-workers", type=int, default=None,
+                         help="concurrent evaluations (default: as 'run', one per visible GPU, for clean timings, "
+                              "else the number of CPU cores)")
     p_agent.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: %(default)s)")
     p_agent.add_argument("--top-p", type=float, help="nucleus sampling (default: the endpoint's)")
     p_agent.add_argument("--max-tokens", type=int, default=8192, help="completion token cap (default: %(default)s)")
