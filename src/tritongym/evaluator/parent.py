@@ -321,8 +321,11 @@ class _Evaluation:
                                                         same_configs=peers if len(peers) > 1 else None))
         chosen = sorted(set(replays.choose_replays(self.records)))
         # A chosen log that varies between trials (or cannot be compared) must compute fresh inputs'
-        # answer too; any other log carrying more than its budget must as well, replayed or not.
-        counterfactual = sorted({i for i in chosen if information[i].bits > 0 or information[i].peers == 0}
+        # answer too; any other log carrying more than its budget must as well, replayed or not. So
+        # must a chosen log that ran autotune configs: a config wrong on part of the input space runs
+        # on a few trials only, and fresh inputs are one more draw of that space it cannot foresee.
+        counterfactual = sorted({i for i in chosen if information[i].bits > 0 or information[i].peers == 0
+                                 or self.records[i].configs}
                                 | {i for i, record in enumerate(self.records)
                                    if information[i].bits > replays.value_budget_bits(record.expected)})
         room = start_room()
@@ -410,6 +413,14 @@ class _Evaluation:
         budget = replays.value_budget_bits(record.expected)
         if carried.peers > 0 and 0 < carried.bits <= budget:
             return True  # value-dependent launch data, too little to hold the answer
+        if carried.peers > 0 and carried.bits == 0:
+            # The same log in every trial, wrong on inputs it never saw (an autotune config wrong on
+            # part of the input space): a wrong program, not host data.
+            self.trials.append(TrialReport(
+                index=record.index, family=record.family, passed=False, max_abs_error=None, max_rel_error=None,
+                mismatch_fraction=None, message=f"the logged launches replayed in the clean room on fresh inputs of "
+                f"this trial's family ({record.family}) and shapes: {why[:400]}"))
+            return False
         shown = "; ".join(carried.examples) or "nothing to compare it with"
         self.add_violation(Violation(
             ViolationCode.HOST_COMPUTE,

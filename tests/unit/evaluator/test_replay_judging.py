@@ -402,14 +402,18 @@ def test_a_varying_log_that_computes_fresh_inputs_answer_passes_whatever_it_carr
     assert sorted(reference.calls) == sorted(r.family for r in run.records)
 
 
-def _stale_room(run: _Evaluation):
-    """A room whose logs carry their own trial's answer: right on that trial's inputs only."""
+def _stale_room(run: _Evaluation, stale: set[int] | None = None):
+    """A room whose logs carry their own trial's answer: right on that trial's inputs only (the
+    trials in `stale`, or every trial)."""
     def answer(kind: str, payload: Any) -> tuple[str, Any]:
         if kind == "state":
             return "state_set", {}
         own = [r for r in run.records if torch.equal(r.inputs[0], payload["inputs"][0])]
-        record = own[0] if own else next(r for r in run.records if r.log["events"] == payload["log"]["events"])
-        return "replayed", replayed(record.expected)
+        if own:
+            return "replayed", replayed(own[0].expected)
+        record = next(r for r in run.records if r.log["events"] == payload["log"]["events"])
+        fresh = record.index in stale if stale is not None else True
+        return "replayed", replayed(record.expected if fresh else payload["inputs"][0] * 2)
     return answer
 
 
@@ -505,7 +509,21 @@ def test_trials_that_ran_the_same_autotune_configs_are_compared_whole():
         run.run_clean_room(room.start, reference=reference)
     finally:
         room.close()
-    assert run.violations == {} and reference.calls == []
+    # no host data; every replayed trial ran a config, so each is also replayed on fresh inputs
+    assert run.violations == {} and len(reference.calls) == 4
+
+
+def test_a_log_that_does_not_vary_but_fails_on_fresh_inputs_is_incorrect(room_for):
+    # An autotuned trial's log, the same as its peers', wrong on inputs it never saw (a config wrong
+    # on part of the input space): a failed trial, not host data.
+    run = evaluation()
+    doubling_records(run, logs=[_launch_log([1.0], {}) for _ in range(5)])
+    _configs(run, [[("k", 0)]] * 5)
+    room = room_for(_stale_room(run))
+    run.run_clean_room(room.start, reference=FreshReference())
+    assert run.violations == {}
+    failed = [t for t in run.trials if not t.passed]
+    assert len(failed) == 1 and "replayed in the clean room on fresh inputs" in failed[0].message
 
 
 @pytest.mark.parametrize("logs, configs, varying", [
@@ -522,7 +540,7 @@ def test_varying_launch_data_is_found_between_peers_of_one_config(room_for, logs
     run = evaluation()
     doubling_records(run, logs=logs)
     _configs(run, [[("k", c)] for c in configs])
-    room = room_for(_stale_room(run))
+    room = room_for(_stale_room(run, stale=varying))
     run.run_clean_room(room.start, reference=FreshReference())
     message = run.violations[ViolationCode.HOST_COMPUTE].message
     assert int(message.split(":")[0].removeprefix("trial ")) in varying
