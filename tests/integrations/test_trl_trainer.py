@@ -137,6 +137,27 @@ def test_meaningful_turn_masking_worked_example(pair_trainer):
     assert control["advantages"][0, 4].item() == pytest.approx(table[(0, 1)]) == pytest.approx(-1.0)
 
 
+
+def test_a_masked_turn_leaves_its_peers_baselines_in_groups_of_three(trloo_trainer):
+    # Two prompts x num_generations 3. Prompt a: A = [1, -0.5] has its turn 2 masked (after a scoring
+    # turn, nothing), so turn 2's group is {B, C}: B 0.5 - 1 = -0.5, C 1 - 0.5 = +0.5. Left in the group
+    # (reward zeroed) it would pull both baselines down: B 0.5 - (0 + 1) / 2 = 0, C 1 - (0 + 0.5) / 2 = 0.75.
+    # Groups of two cannot show this: the masked turn's one peer is alone either way.
+    rewards = [[1.0, -0.5], [0.0, 0.5], [0.0, 1.0], [0.5, 0.5], [1.0, 0.0], [0.0, -1.0]]
+    spans = [[[0, 2], [4, 6]]] * 6
+    inputs = _rows(rewards, [[1.0, 1.0]] * 6, spans)
+    result = _score(trloo_trainer, inputs)
+    table = released.turn_advantages([("ab"[i // 3], r) for i, r in enumerate(rewards)])
+    for i in range(6):
+        assert result["advantages"][i, 0].item() == pytest.approx(table[(i, 0)]), i
+        assert result["advantages"][i, 4].item() == pytest.approx(table[(i, 1)]), i
+    assert [result["advantages"][i, 4].item() for i in range(3)] == pytest.approx([0.0, -0.5, 0.5])
+    assert [result["advantages"][i, 0].item() for i in range(3)] == pytest.approx([0.25, -0.5, 0.25])
+    assert result["tool_mask"][0].tolist() == [1, 1, 0, 0, 0, 0, 0, 0]  # A's turn 2 leaves the loss
+    assert result["tool_mask"][4].tolist() == [1, 1, 0, 0, 0, 0, 0, 0]  # so does [1, 0]'s
+    assert trloo_trainer._metrics["train"]["tritongym/not_meaningful_turns"][-1] == 2.0
+
+
 def _score(trainer, inputs, width=8):
     env_mask = torch.zeros(len(inputs), width, dtype=torch.long)
     for i, row in enumerate(inputs):
