@@ -47,7 +47,8 @@ fi
 PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 if [ "$TESTS_S" -gt 0 ]; then
   log "GPU tests (at most ${TESTS_S} s)"
-  PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest ${TEST_IDS:-tests/gpu} -v --tb=short -rfE \
+  # --full: tests/gpu is outside the default tier (tests/conftest.py), which would deselect it all.
+  PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest --full ${TEST_IDS:-tests/gpu} -v --tb=short -rfE \
     -p no:cacheprovider -p pytest_live_failures $PER_TEST ${TESTS:+-k "$TESTS"} 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -vE "^(platform|cachedir|rootdir|plugins|hypothesis|collect)" | cut -c1-400
 fi
