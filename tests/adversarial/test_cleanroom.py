@@ -98,6 +98,20 @@ BY_CONSTRUCTION = {
     "G6-fp16-plus-correction": ("host_compute", "a float16 kernel plus a host-made correction: on fresh inputs the "
                                 "correction is wrong and the output fails the precision check, and the correction's "
                                 "bytes are far over the budget"),
+    # Issue 44, families 1-3: what the clean room now accepts from honest Triton, each beside the attack
+    # the old rule stopped, stopped now by the property that decides it.
+    "F1-grid-from-meta-torch": ("evidence_mismatch", "a grid callable's sizes are logged as the ints Triton read, "
+                                "but the callable itself runs inside the leaf launch: its ops are not logged, so "
+                                "the replay's output lacks their work"),
+    "F9-constexpr-default-answer": ("host_compute", "a default is bound when the candidate's def runs and is "
+                                    "logged with the launch like an argument: the answer it carries varies between "
+                                    "trials, and replayed on fresh inputs the log gives the old answer"),
+    "F5-private-helper-in-triton-module": ("python_in_kernel", "private names reach only Triton's own kernel "
+                                           "helpers, resolved in the clean room's own Triton: a helper planted in a "
+                                           "Triton module by the candidate's process does not exist there"),
+    "F5-str-to-ty-eval": ("python_in_kernel", "Triton's language package is reachable, but tl.str_to_ty is host "
+                          "code (it evals part of its string with Python's builtins) and is refused by name and "
+                          "identity"),
 }
 
 

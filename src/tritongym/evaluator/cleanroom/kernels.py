@@ -30,8 +30,8 @@ namespace reaches. The rules below are what a Triton kernel is made of:
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import importlib
 import os
