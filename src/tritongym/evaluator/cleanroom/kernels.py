@@ -4,11 +4,14 @@ The clean room never imports the solution module. For each kernel a launch log n
 (``name:first line``), it takes that function's text from the source the parent hashed, checks
 that the body is Triton (`check_kernel_body`), and compiles it with ``triton.jit`` in a namespace
 that holds only what the log's bindings may name: modules from `launchlog.KERNEL_MODULES`
-(``triton``, ``tl``, libdevice, Inductor's Triton helpers), objects of those modules, other
+(``triton``, ``tl``, libdevice, Inductor's Triton helpers) and of Triton's language package,
+objects of those modules, other
 kernels of the same file (checked the same way), a few builtins, and plain numbers, strings and
 dtypes for module-level constants. Whatever the candidate's module did at import (a global bound
 after a check, an ``int`` subclass with methods, a helper named like Triton, a replaced
-interpreter method) does not exist here.
+interpreter method) does not exist here. The header is not evaluated either: each default's
+text is replaced by the value the log gives for it (`KernelBuilder.defaults`), and annotations
+stay the text Triton reads (compiled postponed, checked like the body).
 
 Why a body check at all: on a GPU, Triton's compiler refuses Python it cannot lower; the CPU
 interpreter runs the body as Python, so without the check a kernel could call anything its
@@ -20,8 +23,11 @@ namespace reaches. The rules below are what a Triton kernel is made of:
 * names: parameters, locals, bindings from the log, allowed builtins (`BUILTINS`);
 * attributes: no dunder anywhere; a chain from an allowed module must exist on that module and
   reach only what kernels are made of (`refused_object`): another allowed module, a number or a
-  string, or an object defined in an allowed module (``tl.core`` imports Python's ``builtins`` and
-  ``inspect``: ``tl.core.builtins.eval`` names a real attribute and is still refused);
+  string, or an object defined in an allowed module or Triton's language package (``tl.core``
+  imports Python's ``builtins`` and ``inspect``: ``tl.core.builtins.eval`` names a real attribute
+  and is still refused; ``tl.str_to_ty`` is host code that calls ``eval``: refused); a private
+  name only through such a chain, to Triton's own kernel helpers (`refused_private`:
+  ``triton.language.standard._log2``);
   on values (tensors, dtypes) only the public members of ``tl.tensor`` and ``tl.dtype`` plus
   ``dtype``/``shape``/``T``/``value`` (`value_attributes`), never ``handle`` (the interpreter's raw
   array);
