@@ -86,13 +86,18 @@ def test_every_trial_gets_a_peer_that_ran_the_same_configs():
     assert len(ran) == 4 and all(ran.count(config) == 2 for config in ran), [t.index for t in result.trials]
 
 
-def test_host_data_in_an_autotuned_grid_is_found_with_the_candidate_filters_off():
-    """100 grid values computed on the host, one per launch: found by comparing each trial's log
-    with its peer's (the candidate-side host-read filter is off, as in tests/adversarial's depth
-    tests), so the clean room's own evidence decides."""
+def test_host_data_in_an_autotuned_grid_is_judged_by_what_it_carries():
+    """100 grid values computed on the host, one per launch, that only duplicate programs: the logs
+    vary between trials of one config (each trial has a peer that ran its configs), so the clean
+    room replays them on fresh inputs, where they still compute the answer: what varies carries
+    none of it, and the clean room alone (candidate filters off) gives `ok` (issue 43's rule). The
+    candidate-side filter still refuses the numpy reads themselves when it is on."""
     result = tritongym.evaluate(TINY_RELU, candidate("autotune_relu_grid_host_data"), device="cpu",
                                 num_trials=2, input_families=(), timeout=300, candidate_checks=False,
                                 disabled_checks=["forbidden_construct"])
-    assert result.status == Status.INTEGRITY_VIOLATION, (result.status, result.error)
-    assert [v.code for v in result.violations] == ["host_compute"], result.violations
-    assert "values computed on the host" in result.violations[0].message
+    assert result.status == Status.OK, (result.status, result.error)
+    ran = _configs_ran(result)
+    assert all(ran.count(config) == 2 for config in ran), [t.index for t in result.trials]
+    filtered = tritongym.evaluate(TINY_RELU, candidate("autotune_relu_grid_host_data"), device="cpu",
+                                  num_trials=2, input_families=(), timeout=300)
+    assert filtered.reward == 0 and "host_compute" in [v.code for v in filtered.violations], filtered.error
