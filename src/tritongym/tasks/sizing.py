@@ -362,6 +362,7 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
     last = estimate
     measured = estimate.forward_error is None and estimate.error is None  # `last` has a forward peak and FLOPs
     blind = estimate if _meta_blind(estimate) else None  # the meta device's failure, for the reason
+    first_blind = blind  # at the original size (the last one tried is `blind`)
     previous: tuple[SizeChange, ...] = ()
     errors: list[str] = []
     fallback: SizingRecord | None = None  # the smallest scale that ran, when it is within the hard limits
@@ -380,6 +381,7 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
         if estimate.error or estimate.forward_error:
             errors.append(estimate.error or estimate.forward_error or "")
             blind = estimate if _meta_blind(estimate) else blind
+            first_blind = first_blind or blind
             continue  # a shape check of the problem's own failed at this scale: try the next
         last, measured = estimate, True
         errors = []  # only failures below the smallest scale that ran explain a refusal
@@ -403,7 +405,11 @@ def _fit(problem: Problem, budget: CpuBudget, prober: Any) -> SizingRecord:
             reason = (f"the meta device cannot follow its forward ({_gist(what)}), and its inputs and parameters are "
                       f"{_mib(held)} {smallest}, over the {_mib(budget.hard_bytes)} a CPU run to measure it may hold")
         else:
-            reason = f"the meta device cannot follow it, and running it on the CPU did not fit at any scale: {what}"
+            first = (first_blind.error or first_blind.forward_error or "") if first_blind is not None else what
+            reason = f"the meta device cannot follow it, and running it on the CPU fit at no scale: {first[:400]}"
+            smallest = what.rsplit(" more): ", 1)[-1]
+            if first_blind is not blind and smallest not in first:
+                reason += f"; at the smallest scale tried: {smallest[:200]}"
     elif not any(is_scalable(s) for s in size_constants(problem.source)):
         reason = "its sizes are not module-level constants that can be scaled"
     elif measured and last.total_bytes is not None and errors:
