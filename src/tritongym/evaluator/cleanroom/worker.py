@@ -47,14 +47,20 @@ from tritongym.evaluator.worker.optrace import (
     storage_nbytes,
 )
 
-#: Compute ops that only move values (no arithmetic on them): glue on the inputs, like views and
-#: copies, not PyTorch work on their values (`Replay.raw_compute`).
+#: Compute ops that only move or select values (no arithmetic on them): glue on the inputs, like
+#: views and copies, not PyTorch work on their values (`Replay.raw_compute`).
 MOVEMENT_OPS = frozenset("aten::" + name for name in (
     "cat", "stack", "hstack", "vstack", "constant_pad_nd", "flip", "roll", "repeat", "index_select", "gather",
     "narrow_copy", "slice_copy", "select_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy",
     "view_copy", "unsqueeze_copy", "squeeze_copy", "_unsafe_view", "as_strided_copy", "split_with_sizes_copy",
     "split_copy", "unbind_copy", "diagonal_copy", "unfold_copy", "index", "take", "_reshape_copy", "reshape",
     "flatten", "unflatten", "movedim", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+    # selections and value-ordered permutations: each result is one of the inputs' elements (or its
+    # position), never a value computed from several; a problem whose answer *is* such a selection
+    # runs the reference's own op, which `oprules.covers_reference` refuses (Liger's sparsemax sorts
+    # its rows in torch and computes everything else in its kernel)
+    "sort", "argsort", "msort", "topk", "kthvalue", "max", "min", "amax", "amin", "aminmax", "argmax", "argmin",
+    "median", "nanmedian", "mode", "cummax", "cummin",
 ))
 #: Ops that are "random" by name but read their tensor arguments' values (``normal(mean, 0.0)``
 #: returns ``mean`` bit for bit): judged by their arguments, as compute (`Replay.raw_compute`).
