@@ -189,3 +189,43 @@ def test_a_grid_size_triton_refuses_is_left_to_triton_and_logs_nothing(solution)
         assert recorder.log.log.events == [] and recorder.log.depth == 0
     finally:
         InterpretedFunction.run = original
+
+
+WRAPPER = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def wrapper(x_ptr, scale: tl.float32, BLOCK: tl.constexpr):
+        helper(x_ptr, scale, BLOCK)
+    ''')
+WRAPPER_KEY = "wrapper:6"
+
+
+def _wrapper_entry(annotations):
+    return {WRAPPER_KEY: {"name": "wrapper", "line": 6, "globals": {"helper": {"const": 1}},
+                          "header": {"annotations": annotations, "defaults": {}}}}
+
+
+def test_an_annotation_chain_whose_root_the_body_never_names_is_bound_through_the_logged_value(tmp_path):
+    # A wrapper kernel whose body names no `tl` (it calls a helper): `tl` is in no global binding,
+    # and its annotations still need it (Triton's GPU compiler evaluates them). The log says what
+    # each evaluated to; `tl` is bound to the kernel module through which `tl.float32` is that dtype.
+    logged = {"scale": {"tl_dtype": "fp32"}, "BLOCK": {"attr": ["triton.language.core", "constexpr"]}}
+    built = KernelBuilder(WRAPPER, str(tmp_path)).build(WRAPPER_KEY, _wrapper_entry(logged))
+    import triton.language
+
+    assert built.jit.fn.__globals__["tl"] in (triton.language, triton.language.core)
+    # Annotations stay the text Triton reads (postponed), whatever bound their names.
+    assert built.jit.fn.__annotations__ == {"scale": "tl.float32", "BLOCK": "tl.constexpr"}
+
+
+@pytest.mark.parametrize("logged", [
+    {},  # the log says nothing of the annotations
+    {"scale": {"builtin": "min"}, "BLOCK": {"builtin": "max"}},  # values no chain `tl.float32` reaches
+    {"scale": {"unknown": "function"}, "BLOCK": {"unknown": "function"}},
+])
+def test_an_annotation_root_is_not_bound_from_a_log_that_does_not_lead_to_it(tmp_path, logged):
+    with pytest.raises(KernelRefused, match=r"line 7: tl is not defined for the kernel"):
+        KernelBuilder(WRAPPER, str(tmp_path)).build(WRAPPER_KEY, _wrapper_entry(logged))

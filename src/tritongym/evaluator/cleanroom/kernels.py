@@ -382,17 +382,40 @@ class KernelBuilder:
 
     def annotation_names(self, function: ast.FunctionDef, entry: dict[str, Any],
                          bindings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Bindings for the annotations that are a bare name no global of the body binds
-        (``BLOCK: constexpr`` after ``from triton.language import constexpr``): what the log says
-        the annotation evaluated to. They are checked and resolved like any binding."""
+        """Bindings for the names of annotations that no global of the body binds, from what the
+        log says each annotation evaluated to: a bare name (``BLOCK: constexpr`` after ``from
+        triton.language import constexpr``) is bound to that value; the root of a chain
+        (``scale: tl.float32`` in a kernel whose body names no ``tl``: a wrapper calling a helper)
+        to the kernel module through which the chain reaches that value. Nothing else is bound,
+        and what is bound is checked and resolved like any binding."""
         header = entry.get("header") if isinstance(entry.get("header"), dict) else {}
         logged = header.get("annotations") if isinstance(header.get("annotations"), dict) else {}
         names: dict[str, dict[str, Any]] = {}
         for parameter, annotation in header_annotations(function):
             binding = logged.get(parameter)
-            if isinstance(annotation, ast.Name) and annotation.id not in bindings and isinstance(binding, dict):
-                names[annotation.id] = binding
+            if not isinstance(binding, dict):
+                continue
+            if isinstance(annotation, ast.Name):
+                if annotation.id not in bindings:
+                    names[annotation.id] = binding
+                continue
+            parts: list[str] = []
+            root: ast.AST = annotation
+            while isinstance(root, ast.Attribute):
+                parts.append(root.attr)
+                root = root.value
+            if not parts or not isinstance(root, ast.Name) or root.id in bindings or root.id in names:
+                continue
+            module = _module_reaching(list(reversed(parts)), self._annotation_value(binding))
+            if module is not None:
+                names[root.id] = {"module": module}
         return names
+
+    def _annotation_value(self, binding: dict[str, Any]) -> Any:
+        try:
+            return self.resolve(binding, {})
+        except KernelRefused:
+            return _UNRESOLVED
 
     def defaults(self, function: ast.FunctionDef, entry: dict[str, Any], namespace: dict[str, Any],
                  table: dict[str, dict[str, Any]]) -> list[tuple[ast.expr, str]]:
@@ -469,6 +492,26 @@ def _bindings_digest(key: str, table: dict[str, Any]) -> str:
     except (TypeError, ValueError):
         text = repr(entries)
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+_UNRESOLVED = object()
+
+
+def _module_reaching(parts: list[str], value: Any) -> str | None:
+    """The first kernel module (`launchlog.KERNEL_MODULES`, by name) on which the attribute chain
+    `parts` reaches exactly `value`, or None."""
+    if value is _UNRESOLVED:
+        return None
+    for name in sorted(KERNEL_MODULES):
+        try:
+            current = allowed_module(name)
+        except KernelRefused:
+            continue
+        for part in parts:
+            current = getattr(current, part, _UNRESOLVED)
+        if current is value:
+            return name
+    return None
 
 
 def _builtin(name: str) -> Any:
