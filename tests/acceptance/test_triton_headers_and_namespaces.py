@@ -6,8 +6,8 @@ Each case is an honest solution in `idioms/` in the style the held-out corpora s
    (``triton.cdiv(meta["n_elements"], meta["BLOCK_SIZE"])``: the CPU interpreter hands ``meta``'s
    integers over as its scalar tensors);
 2. an fp8-style header: ``scale: tl.float32``, ``FP8_MAX: tl.constexpr = float8_info.max`` with
-   ``float8_info = torch.finfo(torch.float8_e4m3fn)``, a helper whose default is used, and
-   ``constexpr`` imported bare;
+   ``float8_info = torch.finfo(torch.float8_e4m3fn)``, a helper whose default is used,
+   ``constexpr`` imported bare, a launched wrapper whose body names no ``tl``;
 3. Triton's own namespaces: ``tl.extra.cuda.gdc_wait()`` behind a constexpr flag that is off, and
    ``triton.language.standard._log2`` (a private constexpr helper of Triton's, which ``tl.sort``
    calls) beside ``tl.sort``.
