@@ -229,3 +229,21 @@ def test_an_annotation_chain_whose_root_the_body_never_names_is_bound_through_th
 def test_an_annotation_root_is_not_bound_from_a_log_that_does_not_lead_to_it(tmp_path, logged):
     with pytest.raises(KernelRefused, match=r"line 7: tl is not defined for the kernel"):
         KernelBuilder(WRAPPER, str(tmp_path)).build(WRAPPER_KEY, _wrapper_entry(logged))
+
+
+def test_defaults_rebound_past_the_parameters_fail_the_call_not_the_hook(solution):
+    # `__defaults__` is writable: more defaults than parameters cannot be mapped to parameters. The
+    # call's log says so (unreplayable) instead of the launch hook raising into the forward.
+    from tritongym.evaluator.worker.launchlog import Unloggable
+
+    module, path = solution
+    function = module._saturate.fn
+    kept = function.__defaults__
+    function.__defaults__ = (1.0, 2.0, 3.0, 4.0)
+    try:
+        log = LaunchLog(path)
+        log.start([], [])
+        with pytest.raises(Unloggable, match=r"^kernel _saturate: its annotations and defaults cannot be read"):
+            log.encode(module._saturate)
+    finally:
+        function.__defaults__ = kept

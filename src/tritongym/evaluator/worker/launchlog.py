@@ -361,6 +361,12 @@ class LaunchLog:
         the file); an annotation is Triton's own object where it is one (``tl.constexpr``,
         ``tl.float32``, a string), and otherwise the string Triton reads it as (`_annotation`).
         """
+        try:
+            return self._read_header(fn)
+        except (TypeError, ValueError, AttributeError) as exc:  # __defaults__ and the like rebound by hand
+            raise Unloggable(f"kernel {fn.__name__}: its annotations and defaults cannot be read ({exc})") from None
+
+    def _read_header(self, fn: Any) -> dict[str, dict[str, Any]]:
         annotations: dict[str, dict[str, Any]] = {}
         declared = getattr(fn, "__annotations__", None)
         if isinstance(declared, dict):
@@ -480,7 +486,11 @@ class LaunchLog:
             if fn is None:
                 raise Unloggable(f"a launch of {type(function).__name__}, not a Triton JIT function")
             logged = {k: self.encode(v) for k, v in kwargs.items()}
-            for name, value in _unbound_defaults(fn, len(args), kwargs):
+            try:
+                unbound = _unbound_defaults(fn, len(args), kwargs)
+            except (TypeError, ValueError, AttributeError, IndexError) as exc:
+                raise Unloggable(f"kernel {fn.__name__}: its defaults cannot be read ({exc})") from None
+            for name, value in unbound:
                 # A default is bound by Python when the launch runs: logged here, it is one more
                 # number of the launch (host data like the others) and the clean room passes it.
                 # A default that is no number (a Triton function) stays in the kernel's header.
