@@ -83,6 +83,9 @@ class SizeEstimate:
         forward_error: why the forward could not run on the meta device (``.item()``, too slow).
         measured_on: ``meta``, or ``cpu`` when the problem was run for real because the meta device
             cannot follow its forward (`tritongym.tasks.sizing`); None when not recorded.
+        workspace_bytes: the largest buffer a convolution allocates inside the op (im2col
+            columns, whole batch, at the op's dtype), which no tensor shows; not in `total_bytes`
+            (the pre-flight adds it: `tritongym.tasks.preflight`). None when not recorded.
     """
 
     input_bytes: int | None = None
@@ -94,6 +97,7 @@ class SizeEstimate:
     error: str | None = None
     forward_error: str | None = None
     measured_on: str | None = None
+    workspace_bytes: int | None = None
 
     @property
     def total_bytes(self) -> int | None:

@@ -53,12 +53,15 @@ class LiveBytes(TorchDispatchMode):
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.workspace = 0
 
     def release(self, n):
         self.live -= n
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.convolution.default:
+            self.workspace = max(self.workspace, conv_columns_bytes(args, out))
         if not any(r.alias_info is not None for r in func._schema.returns):
             for t in tensors(out):
                 n = t.numel() * t.element_size()
@@ -66,6 +69,27 @@ class LiveBytes(TorchDispatchMode):
                 self.peak = max(self.peak, self.live)
                 weakref.finalize(t, self.release, n)
         return out
+
+
+def conv_columns_bytes(args, out):
+    """The im2col (col2im for a transposed one) buffer a CPU convolution without oneDNN allocates
+    inside the op, for the whole batch: invisible as a tensor, and what float64 convolutions (the
+    reference's precision check) use. Bytes at the op's own dtype."""
+    if len(args) < 9 or not isinstance(args[0], torch.Tensor) or not isinstance(args[1], torch.Tensor):
+        return 0  # not the schema's positional form: no figure rather than a wrong one
+    x, weight, transposed = args[0], args[1], bool(args[6])
+    spatial = weight.shape[2:]
+    kernel = 1
+    for k in spatial:
+        kernel *= int(k)
+    if transposed:  # columns: (C_out x kernel) x input positions
+        channels, positions = weight.shape[1] * int(args[8]), x.shape[2:]
+    else:  # columns: (C_in x kernel) x output positions
+        channels, positions = x.shape[1], out.shape[2:]
+    count = int(x.shape[0]) * int(channels) * kernel
+    for p in positions:
+        count *= int(p)
+    return count * x.element_size()
 
 
 class TooSlow(BaseException):
@@ -130,6 +154,7 @@ def measure(report, path, forward_timeout, device):
         given = [id(t) for t in tensors(list(inputs)) + params]
         report["output_bytes"] = sum(t.numel() * t.element_size() for t in tensors(out) if id(t) not in given)
         report["forward_peak_bytes"] = max(live.peak, report["output_bytes"])
+        report["workspace_bytes"] = live.workspace
         report["flops"] = int(flops.get_total_flops())
     except TooSlow:
         report["forward_error"] = f"the forward on the {device} device took more than {forward_timeout:g} s"
