@@ -177,3 +177,38 @@ def test_forked_references_over_the_cap_leave_a_concurrent_honest_evaluation_alo
         assert "memory limit of 1.5 GiB" in text, text
     assert stats.restarts == 0, "an over-cap reference was retried as if the machine had lost it"
     assert sleeper.poll() is None
+
+
+#: 640 MiB of float32 weights: the float32 forward fits a 2.5 GiB cap, the float64 copy made for the
+#: precision check (deep copy, then twice the bytes) does not.
+WIDE_WEIGHTS_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(160 << 20) / 1000)
+
+    def forward(self, x):
+        return x * self.weight[: x.numel()].view_as(x)
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_float64_check_over_the_cap_names_the_cap_instead_of_going_unchecked():
+    from tritongym.evaluator.reference import ReferenceOverMemory, ReferenceRunner
+
+    problem = tritongym.Problem.from_source(WIDE_WEIGHTS_REFERENCE, name="wide")
+    with ReferenceRunner(problem, device="cpu", timeout=120, memory_limit_bytes=int(2.5 * (1 << 30))) as runner:
+        runner.setup(weight_seed=1)
+        # The control: without the float64 check the same worker answers under the same cap.
+        assert runner.trial(seed=2, truth=False).truth is None
+        with pytest.raises(ReferenceOverMemory) as raised:
+            runner.trial(seed=3, truth=True)
+    assert "memory limit of 2.5 GiB" in str(raised.value)

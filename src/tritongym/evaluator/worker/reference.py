@@ -46,6 +46,11 @@ from tritongym.evaluator.worker.timing import (
 DENSE_MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm"})
 
 
+def _allocation_failed(exc: BaseException) -> bool:
+    """Whether `exc` is a failed host allocation (Python's, or torch's CPU allocator's)."""
+    return isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+
+
 class ReferenceWorker:
     def __init__(self, channel: Channel, source: str, device: torch.device) -> None:
         self.channel = channel
@@ -125,6 +130,10 @@ class ReferenceWorker:
             with torch.no_grad():
                 return self.model64(*as64)
         except Exception as exc:  # noqa: BLE001 - some models pin float32 internally
+            if self.device.type == "cpu" and _allocation_failed(exc):
+                # Out of memory (under the worker's cap, on a CPU): the problem is too large for the
+                # limit, said as such (the parent names the cap), never a silently unchecked precision.
+                raise
             self.model64_error = f"{type(exc).__name__}: {exc}"
             return None
 
