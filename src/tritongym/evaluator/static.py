@@ -58,17 +58,29 @@ FORBIDDEN_MODULES = frozenset({
     "codeop", "tracemalloc", "faulthandler", "pdb", "bdb", "torch._dynamo", "torch._inductor",
     "torch.utils.cpp_extension", "torch.utils._python_dispatch", "cuda", "cupy", "numba", "pycuda",
 })
-#: Inductor's runtime helpers: Triton helpers and aliases, a grid helper, enums, the ATen-op table.
-#: They hold no compiled kernel and run no code generator, so `torch._inductor` allows them (and
+#: Inductor's runtime helpers, and the one dynamo helper KernelBook rows import, allowed by what
+#: each object is: Triton helpers and aliases, a grid helper (three lines of arithmetic on sizes),
+#: enums, the ATen-op table, and ``rand_strided`` (a random tensor with given sizes and strides:
+#: input making; used to fake an output it is a wrong answer, which the comparison decides). None
+#: compiles, generates or launches a kernel, so `torch._inductor` / `torch._dynamo` allow them (and
 #: the packages above them when imported *from*: ``from torch._inductor.runtime import triton_helpers``).
+#: The rest of those modules stays refused: ``triton_heuristics``' autotuners (``CachingAutotuner``,
+#: ``pointwise``, ``reduction``) compile and launch kernels themselves, ``torch._dynamo.testing``'s
+#: other helpers run dynamo's compiler.
 INDUCTOR_RUNTIME = (
     "torch._inductor.runtime.triton_helpers", "torch._inductor.runtime.triton_heuristics.grid",
     "torch._inductor.runtime.hints", "torch._inductor.select_algorithm.extern_kernels",
+    "torch._dynamo.testing.rand_strided",
 )
+#: Modules that hold allowed helpers beside refused objects. Importing one as a namespace
+#: (``from torch._inductor.runtime import triton_heuristics``, ``import torch._dynamo.testing as t``)
+#: is allowed; each use of the name must then reach an allowed helper (``triton_heuristics.grid``):
+#: any other use, the bare name included, is refused, so the namespace cannot hand out the rest.
+HELPER_NAMESPACES = ("torch._inductor.runtime.triton_heuristics", "torch._dynamo.testing")
 
 
 def inductor_runtime(dotted: str) -> bool:
-    """Whether `dotted` names one of Inductor's runtime helpers (or something inside one)."""
+    """Whether `dotted` names one of the allowed helpers (or something inside one)."""
     return any(dotted == allowed or dotted.startswith(allowed + ".") for allowed in INDUCTOR_RUNTIME)
 
 
@@ -123,6 +135,11 @@ for _name in ("execv", "execve", "execvp", "execl", "execlp", "spawnv", "spawnl"
 #: Modules whose attributes a candidate must not assign (monkeypatching the harness's world).
 PATCHED_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "math", "numpy", "json", "socket", "struct",
                            "tritongym", "hmac", "builtins"})
+#: Module attributes whose assignment the run time judges, not the text: the candidate worker
+#: captures each before the import and compares identities after every forward (`candidate.
+#: _watchlist`), so a real rebinding is named there, while the same statement in a branch that never
+#: runs (a fallback for machines without Triton) changes nothing and is not tampering.
+WATCHED_AT_RUN_TIME = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
 
 
 @dataclass(frozen=True)
@@ -170,11 +187,13 @@ def _is_triton_jit(name: str) -> bool:
 class _Scanner(ast.NodeVisitor):
     """Collects forbidden constructs, resolving import aliases (``import torch as t``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_ins: frozenset[str] = frozenset()) -> None:
         self.aliases: dict[str, str] = {}
         self.modules: set[str] = set()
         self.found: dict[str, None] = {}
         self.uses_triton = False
+        #: Names the module also binds to an object of its own (`stand_ins`).
+        self.stand_ins = stand_ins
 
     def note(self, node: ast.AST, what: str) -> None:
         self.found.setdefault(f"line {getattr(node, 'lineno', '?')}: {what}", None)
@@ -189,19 +208,22 @@ class _Scanner(ast.NodeVisitor):
             root = alias.name.split(".")[0]
             self.modules.add(alias.asname or root)
             self.aliases[alias.asname or root] = alias.name if alias.asname else root
-            self._check_module(node, alias.name)
+            if alias.name not in HELPER_NAMESPACES:
+                self._check_module(node, alias.name)
             self.uses_triton |= root == "triton"
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         fulls = [f"{module}.{alias.name}" if module else alias.name for alias in node.names]
-        if not (fulls and all(inductor_runtime(full) for full in fulls)):
+        if not (fulls and all(inductor_runtime(full) or full in HELPER_NAMESPACES for full in fulls)):
             # `from torch._inductor.runtime import triton_helpers` names an allowed helper; the
             # package it comes from is judged by what is imported from it.
             self._check_module(node, module)
         self.uses_triton |= module.split(".")[0] == "triton"
         for alias, full in zip(node.names, fulls, strict=True):
             self.aliases[alias.asname or alias.name] = full
+            if full in HELPER_NAMESPACES:
+                continue  # its uses are judged where they appear (visit_Attribute, visit_Name)
             self._check_module(node, full)
             self._check_dotted(node, full)
 
@@ -249,6 +271,12 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in FORBIDDEN_ATTRIBUTES:
             self.note(node, f"uses the name {node.id}")  # e.g. a class defining __array_interface__
+        namespace = self.aliases.get(node.id)
+        if namespace in HELPER_NAMESPACES:
+            # Reached only by a use that is not an allowed helper's plain attribute chain
+            # (visit_Attribute stops there): `h = triton_heuristics`, `triton_heuristics.pointwise`.
+            helpers = ", ".join(a.rpartition(".")[2] for a in INDUCTOR_RUNTIME if a.startswith(namespace + "."))
+            self.note(node, f"uses {namespace} other than through its allowed helpers ({helpers})")
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name in FORBIDDEN_ATTRIBUTES:
@@ -260,7 +288,9 @@ class _Scanner(ast.NodeVisitor):
             self.note(node, f"calls {node.func.id}()")
         if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
             target = self.resolve(_dotted(node.args[0]))
-            if target.split(".")[0] in PATCHED_ROOTS or target in self.modules:
+            if _dotted(node.args[0]).split(".")[0] in self.stand_ins:
+                pass  # possibly a stand-in object, not the module: the run time's identity checks decide
+            elif target.split(".")[0] in PATCHED_ROOTS or target in self.modules:
                 self.note(node, f"{node.func.id} on the module {target} (monkeypatching)")
         self.generic_visit(node)
 
@@ -270,8 +300,11 @@ class _Scanner(ast.NodeVisitor):
                 self._check_store(node, element)
             return
         if isinstance(target, ast.Attribute):
-            dotted = self.resolve(_dotted(target))
+            written = _dotted(target)
+            dotted = self.resolve(written)
             root = dotted.split(".")[0]
+            if written.split(".")[0] in self.stand_ins or dotted in WATCHED_AT_RUN_TIME:
+                return  # a stand-in's attribute, or one the run time watches by identity
             if (root in PATCHED_ROOTS or root in self.modules) and "." in dotted:
                 self.note(node, f"assigns to {dotted} (monkeypatching a module)")
 
@@ -290,6 +323,26 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def stand_ins(tree: ast.AST) -> frozenset[str]:
+    """Names the module binds, somewhere, to an object of its own rather than to another name.
+
+    ``triton = MagicMock()`` in an ``except ImportError`` fallback, ``class triton: ...``: after
+    such a binding, ``triton.jit = ...`` may assign to the stand-in, not to the module, and the
+    text cannot tell which branch runs. Assignments through these names are left to the run
+    time's identity checks, which compare the real modules' attributes with the ones captured
+    before the import. ``t = torch`` (a plain name or attribute chain) is an alias, not a stand-in.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and not (
+                isinstance(node.value, (ast.Name, ast.Attribute)) and _plain_chain(node.value)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+    return frozenset(names)
+
+
 def inspect_source(source: str) -> StaticReport:
     """Parse `source` and report what it defines and which forbidden constructs it uses."""
     try:
@@ -299,7 +352,7 @@ def inspect_source(source: str) -> StaticReport:
         return StaticReport(syntax_error=f"SyntaxError: {exc.msg}{where}", uses_triton=False)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return StaticReport(syntax_error=f"the source cannot be parsed: {type(exc).__name__}", uses_triton=False)
-    scanner = _Scanner()
+    scanner = _Scanner(stand_ins(tree))
     scanner.visit(tree)
     kernels = tuple(
         node.name
