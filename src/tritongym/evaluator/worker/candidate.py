@@ -157,9 +157,15 @@ def _watchlist() -> dict[str, Any]:
         for name, value in vars(cls).items():
             if callable(value):
                 watched[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
+    import triton
     from triton.runtime import jit
 
     watched["triton.runtime.jit.JITFunction.run"] = _static_get(jit.JITFunction, "run")
+    # Triton's decorators: the static gate leaves `triton.jit = ...` to this check (static.
+    # WATCHED_AT_RUN_TIME), so a fallback that never runs is not tampering and a real rebinding is.
+    for name in ("jit", "autotune", "heuristics"):
+        watched[f"triton.{name}"] = getattr(triton, name)
+    watched["triton.runtime.jit.jit"] = jit.jit
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
