@@ -351,7 +351,7 @@ def encode_narrow(values: np.ndarray, fmt: NarrowFloat, toward_zero: bool = Fals
     return bits.astype(np.uint8 if fmt.width == 8 else np.uint16).reshape(np.shape(values))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _decode_table(name: str) -> np.ndarray:
     """Every 8-bit pattern of format `name` as a float32 value (exact: each is an fp32 value)."""
     fmt = NARROW_FLOATS[name]
