@@ -20,7 +20,11 @@ Each rule names the attack it stops (reward-hacking.md ids; docs/integrity.md ha
   ``os.read``, ``os.dup2``, ``os._exit``, ``sys.exit``): work outside the call, talking on the
   harness's channel, killing the evaluator (D2, E1, E2);
 * monkeypatching: assigning to an attribute of an imported module (``torch.allclose = ...``,
-  ``time.perf_counter = ...``), ``setattr``/``delattr`` on one, ``sys.modules`` (D4, E3);
+  ``time.perf_counter = ...``), ``setattr``/``delattr`` on one, ``sys.modules`` (D4, E3). Not
+  through a name the module also binds to a stand-in (``triton = MagicMock()`` in an import
+  guard: `stand_ins`), and not ``triton.jit``/``autotune``/``heuristics`` (`WATCHED_AT_RUN_TIME`):
+  the worker compares those by identity after every forward, so a real rebinding is named there
+  and a fallback branch that never runs is not;
 * borrowed kernels and global knobs: ``torch.compile``, ``torch._dynamo``, Inductor's compiler
   and code generator (``torch._inductor`` except the runtime helpers below),
   ``torch.utils.cpp_extension``, ``set_float32_matmul_precision``, CUDA streams and graphs (A5, B6,
@@ -35,7 +39,10 @@ refused at run time), and Inductor's *runtime helpers* that Inductor-generated a
 KernelLLM-style kernels import (`INDUCTOR_RUNTIME`): ``triton_helpers`` (``@triton.jit`` helpers
 such as ``max2``, ``maximum``, ``welford_reduce``, and the ``libdevice``/``math`` aliases),
 ``triton_heuristics.grid`` (a grid helper), ``hints`` (enums) and ``extern_kernels`` (a table of
-ATen ops: work done through it is PyTorch work, which the op trace counts).
+ATen ops: work done through it is PyTorch work, which the op trace counts), and dynamo's
+``testing.rand_strided`` (KernelBook rows make their sample inputs with it). ``triton_heuristics``
+and ``torch._dynamo.testing`` may be imported as namespaces; every use of such a name must reach
+one of those helpers (`HELPER_NAMESPACES`).
 
 Static rules are evaded by spelling (string-built names), so they are never the only defence:
 the run-time policy, the evidence checks and the sandbox decide; a static rule names an attack

@@ -1,6 +1,6 @@
 """Make Triton's CPU interpreter run honest code as a GPU would (the CPU tier only).
 
-Six constructs of public and LLM-written kernels fail, or silently compute something else,
+Seven constructs of public and LLM-written kernels fail, or silently compute something else,
 under ``TRITON_INTERPRET=1`` although they compile and run on a GPU (found by the public-code
 acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter):
 
@@ -22,6 +22,11 @@ acceptance corpus, `tests/acceptance/`; checked against Triton 3.9's interpreter
   values comes out ~1e10 off): an honest bf16 attention or GEMM kernel would read as
   ``incorrect``. Here bf16 operands are widened to fp32 (exactly: a bf16 is the top half of an
   fp32) and multiplied with fp32 accumulation, as a GPU's tensor cores do.
+* **Casts to bf16 and float8 round wrongly.** fp32 -> bf16 truncates, fp32 -> float8 rounds the
+  mantissa without carrying into the exponent (124.3 -> 64 in e4m3, not 128), float64 -> float8
+  raises, and bf16 from a float64 or an integer takes the value as bits: an honest fp8 GEMM reads
+  as ``incorrect``. Here every cast to or from bf16 and torch's four float8 formats rounds once,
+  to nearest even, bit-exact with torch's casts (`encode_narrow`, `decode_narrow`).
 * **Comparisons are typed as their operands.** ``offs < n`` yields boolean data in a handle typed
   ``int32``; a scalar condition (``flag > 0``) broadcast into a block then becomes int32 data, and
   ``mask & cond`` is an int32 mask that ``tl.load`` rejects ("mask has unsupported dtype"). On a
