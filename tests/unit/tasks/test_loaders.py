@@ -348,7 +348,7 @@ def test_load_problems_error_messages(tmp_path):
     with pytest.raises(
         ProblemError,
         match=r"no such problem source: .*nothing.*expected 'builtin', a .py, "
-        r".jsonl or .parquet file, or a folder",
+        r".jsonl or .parquet file, a folder, or a Hugging Face dataset id such as ScalingIntelligence/KernelBench",
     ):
         load_problems(tmp_path / "nothing")
     existing = tmp_path / "problems.txt"
