@@ -307,6 +307,9 @@ def write_report(directory: str | os.PathLike[str], compare_to: str | os.PathLik
                  out: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """Write the report of the run in `directory` (into `out`, default the same folder); returns the paths."""
     directory = Path(directory)
+    if directory.is_file():
+        raise FileNotFoundError(f"{directory} is a file (a 'run --out' results file?); report reads a run folder: "
+                                "'tritongym run --run-dir DIR' or 'tritongym agent --out DIR' writes one")
     if not directory.is_dir():
         raise FileNotFoundError(f"run folder not found: {directory}")
     trajectories = load_trajectories(directory)

@@ -47,3 +47,12 @@ def test_levels_sort_with_unlevelled_problems_last_and_cpu_runs_have_no_speed():
     assert [r["level"] for r in rows] == [1, 3, None]
     assert all(r["vs_eager"] is None and r["vs_compile"] is None for r in rows)
     assert metrics.run_kind([sample(1, "1", "ok"), {**sample(1, "2", "ok"), "mode": "sequential"}]) == "agent"
+
+
+def test_report_on_a_run_out_file_says_which_folder_it_reads(tmp_path):
+    from tritongym.bench.report import write_report
+
+    results = tmp_path / "results.jsonl"
+    results.write_text("{}\n")
+    with pytest.raises(FileNotFoundError, match="run --run-dir DIR"):
+        write_report(results)
