@@ -94,7 +94,8 @@ class EvalOptions:
         precision_factor: allowed ratio of the candidate's error to the float32 reference's
             error, both against the float64 truth.
         precision_floor: relative error always allowed on top (covers exact operations, whose
-            float32 reference error is 0).
+            float32 reference error is 0); outputs the reference rounds to a narrower float
+            (bf16, fp16, fp8) get at least that format's epsilon.
         reward: weights of the reward terms.
         disabled_checks: violation codes reported as notices instead of failing the verdict.
         candidate_checks: run the candidate worker's own evidence checks (launches, op trace,

@@ -23,6 +23,9 @@ error must stay within ``factor`` times the float32 reference's own error plus a
 
     violation if rel(candidate, truth) > factor · rel(expected, truth) + floor
 
+Outputs the reference itself rounds to a narrower float (a model ending in ``.to(torch.bfloat16)``)
+are judged apart, with the floor raised to that format's epsilon (`check_precision`).
+
 **On the perturbed input families both findings are a wrong answer, not a cheat** (`review_family_trial`).
 A kernel that is exact on the task's own inputs and collapses on, say, negated ones computes a
 different function there (a ReLU submitted for LeakyReLU(0.01) outputs zeros for negative inputs,
