@@ -95,6 +95,8 @@ BY_CONSTRUCTION = {
                            "reads x's values"),
     "G6-near-answer-correction": ("precision_downgrade", "a float16 stand-in of the answer shipped as bytes: the "
                                   "replay's outputs get every output check, float64 precision included"),
+    "G7-sum-scaled-099": ("precision_downgrade", "a sum times 0.99, inside a 1 % tolerance: the replay's outputs "
+                          "get the float64 precision check"),
     "G6-fp16-plus-correction": ("host_compute", "a float16 kernel plus a host-made correction: on fresh inputs the "
                                 "correction is wrong and the output fails the precision check, and the correction's "
                                 "bytes are far over the budget"),

@@ -52,6 +52,12 @@ TL = {"tl": {"module": "triton.language"}}
 NOT_TRITON = "not a Triton function, kernel, module or number"
 
 
+def _built(builder, key: str):
+    """The one kernel built for `key` (the cache is keyed by the key and its bindings' digest)."""
+    (built,) = [kernel for cached, kernel in builder.built.items() if cached.partition("|")[0] == key]
+    return built
+
+
 def _problems(source: str, bindings: dict | None = None) -> list[str]:
     function = ast.parse(textwrap.dedent(source)).body[0]
     assert isinstance(function, ast.FunctionDef)
@@ -330,10 +336,10 @@ def test_a_kernel_and_its_helper_are_rebuilt_with_exactly_their_bindings_and_run
                               "magnitude", "ceil_div", "main"}
     assert set(namespace["__builtins__"]) == BUILTINS  # not Python's full builtins
     assert namespace["_tritongym_language"] is tl and namespace["tl"] is tl
-    assert namespace["twice"] is builder.built[TWICE].jit
+    assert namespace["twice"] is _built(builder, TWICE).jit
     assert namespace["NEG"] == -3 and namespace["DT"] is tl.float32 and namespace["OFFSET"].value == 0.5
     assert namespace["magnitude"] is builtins.abs and namespace["ceil_div"] is triton.cdiv
-    assert set(builder.built[TWICE].jit.fn.__globals__) == {"__builtins__", "_tritongym_language", "twice"}
+    assert set(_built(builder, TWICE).jit.fn.__globals__) == {"__builtins__", "_tritongym_language", "twice"}
 
     # Each kernel is compiled from a file of its own in the workdir holding its text, without decorators
     # (the interpreter reads a kernel's text back from that file when it runs it).
@@ -356,7 +362,7 @@ def test_without_a_workdir_the_builder_makes_a_fresh_one_of_its_own(interpret):
         assert os.path.dirname(builder.workdir) == tempfile.gettempdir()
         assert os.path.basename(builder.workdir).startswith("tritongym-cleanroom-")
         builder.build(TWICE, TABLE)
-        assert os.listdir(builder.workdir) == [os.path.basename(builder.built[TWICE].jit.fn.__code__.co_filename)]
+        assert os.listdir(builder.workdir) == [os.path.basename(_built(builder, TWICE).jit.fn.__code__.co_filename)]
     finally:
         shutil.rmtree(builder.workdir, ignore_errors=True)
 
@@ -433,7 +439,7 @@ def test_a_helper_shared_by_two_kernels_is_not_a_cycle(tmp_path, interpret):
              "b:13": {"name": "b", "line": 13, "globals": {"h": {"kernel": "h:3"}}}}
     builder = KernelBuilder(source, str(tmp_path))
     a, b = builder.build("a:8", table), builder.build("b:13", table)
-    assert a.jit.fn.__globals__["h"] is b.jit.fn.__globals__["h"] is builder.built["h:3"].jit
+    assert a.jit.fn.__globals__["h"] is b.jit.fn.__globals__["h"] is _built(builder, "h:3").jit
     # Keys of the same length ("h:3", "a:8") still get files of their own, each with its own text.
     for key, built in builder.built.items():
         with open(built.jit.fn.__code__.co_filename, encoding="utf-8") as handle:
@@ -575,3 +581,22 @@ def test_a_pybind_enum_of_triton_ir_passes_as_on_triton_3_6():
     builder = meta("builder", (), {"__module__": "triton._C.libtriton.ir"})
     assert refused_object(builder, "builder") == "builder, which is triton._C.libtriton.ir's, not Triton's"
     assert refused_object(builder(), "b") == "b, which is triton._C.libtriton.ir's, not Triton's"
+
+
+def test_the_build_cache_keys_on_every_kernel_an_entry_names_defaults_included():
+    # A kernel built with other constants is another kernel: its own globals, the globals of a kernel
+    # it names, or a kernel named in its logged defaults change the cache key.
+    from tritongym.evaluator.cleanroom.kernels import _bindings_digest
+
+    def table(constant: float, via: str) -> dict:
+        helper = {"name": "h", "line": 3, "globals": {"C": {"number": constant}}}
+        outer = {"name": "k", "line": 9, "globals": {}}
+        if via == "globals":
+            outer["globals"] = {"h": {"kernel": "h:3"}}
+        else:
+            outer["header"] = {"defaults": {"0": {"kernel": "h:3"}}}
+        return {"k:9": outer, "h:3": helper}
+
+    for via in ("globals", "defaults"):
+        assert _bindings_digest("k:9", table(1.0, via)) == _bindings_digest("k:9", table(1.0, via))
+        assert _bindings_digest("k:9", table(1.0, via)) != _bindings_digest("k:9", table(2.0, via))

@@ -484,9 +484,16 @@ def _bindings_digest(key: str, table: dict[str, Any]) -> str:
             continue
         entry = table.get(name) if isinstance(table, dict) else None
         entries[name] = entry
-        bindings = entry.get("globals") if isinstance(entry, dict) else None
-        if isinstance(bindings, dict):
-            pending.extend(str(b["kernel"]) for b in bindings.values() if isinstance(b, dict) and "kernel" in b)
+        # every kernel the entry names, among its globals or its logged defaults
+        stack: list[Any] = [entry]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                if isinstance(value.get("kernel"), str):
+                    pending.append(value["kernel"])
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
     try:
         text = json.dumps(entries, sort_keys=True, default=repr)
     except (TypeError, ValueError):
