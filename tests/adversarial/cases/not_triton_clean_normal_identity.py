@@ -11,7 +11,6 @@ Device: cpu
 """
 import torch
 import torch.nn as nn
-import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
 
