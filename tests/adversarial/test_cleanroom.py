@@ -86,6 +86,8 @@ BY_CONSTRUCTION = {
     "G3-module-constant": ("evidence_mismatch", "a fresh kernel per call carrying that call's module constant: the "
                            "kernel table is part of the compared log and kernels are rebuilt per bindings; the "
                            "logged constant is not the one the candidate used, so the replay's output is wrong"),
+    "G3-view-offset-table": ("host_compute", "a view's offset into a constant table, chosen on the host: a field "
+                             "of a tensor reference like any other, and on fresh inputs it selects the old answer"),
     "G4-packed-int64": ("host_compute", "two float32 answers packed in an int64: information is counted in bits "
                         "(64 per packed value), and the counterfactual replay returns the old sums"),
     "G5-lse-in-torch": ("pytorch_fallback", "PyTorch arithmetic on the inputs' floating-point values before any "
