@@ -122,6 +122,15 @@ ATTACKS = {
         class A:
             x: int
     """,
+    # the harness's own dataclass methods are generated code too: still the harness's
+    "harness-dataclass-defaults": """
+        from tritongym.evaluator.common.channel import Message
+        RESULT = str(Message.__init__.__defaults__)
+    """,
+    "harness-dataclass-defaults-write": """
+        from tritongym.evaluator.common.channel import Message
+        Message.__init__.__defaults__ = (None, 0)
+    """,
 }
 
 
@@ -129,4 +138,5 @@ ATTACKS = {
 def test_text_from_the_candidate_is_still_refused(tmp_path, name):
     result = run(tmp_path, ATTACKS[name])
     assert result["outcome"].startswith("refused"), result
-    assert any(entry.startswith(("compile", "exec")) for entry in result["refused"]), result
+    expected = ("object.__getattr__", "object.__setattr__") if name.startswith("harness-") else ("compile", "exec")
+    assert any(entry.startswith(expected) for entry in result["refused"]), result

@@ -115,7 +115,7 @@ def _code_objects(functions: object) -> dict[int, object]:
     return found
 
 
-def standard_library_codegen(generated_codes: dict[int, object]) -> Callable[[str, tuple, object], bool]:
+def standard_library_codegen() -> tuple[Callable[[str, tuple, object], bool], object]:
     """A judge of ``compile``/``exec`` events: whether the standard library generates this code for itself.
 
     ``@dataclass`` and ``namedtuple`` build methods by compiling text (CPython's own design: a
@@ -141,9 +141,8 @@ def standard_library_codegen(generated_codes: dict[int, object]) -> Callable[[st
       leaves those functions; only ``f_globals["__name__"]``, a string, does.
 
     A compile event alone runs nothing; it is allowed at those two sites, and the exec decides.
-    The code objects of an allowed exec are added to `generated_codes` (by id, held): the methods
-    made from them have no file, and reading their ``__code__`` (``inspect.signature`` on a
-    dataclass) is then reading the standard library's code, not the harness's.
+    Returns the judge and namedtuple's code object (the one place that then sets ``__defaults__``
+    on what it generated).
     """
     import builtins
     import collections
@@ -198,14 +197,6 @@ def standard_library_codegen(generated_codes: dict[int, object]) -> Callable[[st
                 return False
         return True
 
-    def remember(code: object) -> bool:
-        pending = [code]
-        while pending:
-            current = pending.pop()
-            generated_codes[_id(current)] = current
-            pending.extend(c for c in current.co_consts if _type(c) is _type(current))
-        return True
-
     def generated(event: str, args: tuple, frame: object) -> bool:
         code = frame.f_code
         if event == "sys._getframe":
@@ -214,8 +205,7 @@ def standard_library_codegen(generated_codes: dict[int, object]) -> Callable[[st
             if event == "compile":
                 return True
             executed = args[0] if args else None
-            return _type(executed) is _type(code) and only_names(executed, frozenset({"_tuple_new"})) and remember(
-                executed)
+            return _type(executed) is _type(code) and only_names(executed, frozenset({"_tuple_new"}))
         if exec_sites.get(_id(code)) is not code:
             return False
         if event == "compile":
@@ -232,9 +222,9 @@ def standard_library_codegen(generated_codes: dict[int, object]) -> Callable[[st
         if not (unchanged(module_dict, module_snapshot) and unchanged(builtins_dict, builtins_snapshot)
                 and len(field_dict) == len(field_snapshot) and unchanged(field_dict, field_snapshot)):
             return False
-        return valid_fields(process.f_locals.get("fields")) and remember(args[0])
+        return valid_fields(process.f_locals.get("fields"))
 
-    return generated
+    return generated, namedtuple_code
 
 
 def _stdlib_roots() -> tuple[str, ...]:
@@ -279,7 +269,7 @@ def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...]
     introspection = INTROSPECTION_EVENTS
     _realpath, _str, _len, _any, _range, _isinstance, _getattr = (
         os.path.realpath, str, len, any, range, isinstance, getattr)
-    _bytes, _permission_error, _int, _id = bytes, PermissionError, int, id
+    _bytes, _permission_error, _int, _id, _type = bytes, PermissionError, int, id, type
     write_flags, _function_type = _WRITE_FLAGS, type(read_only)
 
     def _read_only(mode: object, flags: object) -> bool:  # read_only(), with everything bound here
@@ -287,8 +277,20 @@ def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...]
             return not _any(c in mode for c in "wax+")
         return _isinstance(flags, _int) and not flags & write_flags
 
+    # The code objects of the candidate's own dataclasses and namedtuples, by id (held): their
+    # methods have no file, and `inspect.signature` on such a class (dataclasses itself does it
+    # for the docstring) reads the candidate's generated code, not the harness's. Code generated
+    # for anyone else (a library, the harness) is not recorded and stays the harness's.
     generated_codes: dict[int, object] = {}
-    stdlib_generated = standard_library_codegen(generated_codes)
+    stdlib_generated, namedtuple_code = standard_library_codegen()
+
+    def remember(code: object) -> None:
+        pending = [code]
+        while pending:
+            current = pending.pop()
+            generated_codes[_id(current)] = current
+            pending.extend(c for c in current.co_consts if _type(c) is _type(current))
+
     import_machinery = frozenset({"_find_and_load", "_find_and_load_unlocked", "_load_unlocked", "_load",
                                   "_gcd_import", "_handle_fromlist", "exec_module", "_call_with_frames_removed"})
 
@@ -412,10 +414,12 @@ def install(candidate_file: str, enforce: bool = True, readable: tuple[str, ...]
             if event == "object.__getattr__" and detail in harness_only and not harness_function(args[0]):
                 return  # inspect.signature on the candidate's, torch's or Triton's functions
             if event in ("exec", "compile", "sys._getframe") and stdlib_generated(event, args, _getframe(1)):
-                return  # @dataclass / namedtuple generating methods from validated names, or a module name
-            if event == "object.__setattr__" and detail in harness_only and _isinstance(args[0], _function_type) \
-                    and generated_codes.get(_id(args[0].__code__)) is args[0].__code__:
-                return  # namedtuple setting its generated __new__'s defaults
+                # @dataclass / namedtuple generating methods from validated names, or a module name
+                if event == "exec" and responsible_file(_getframe(1), event, False) == _candidate:
+                    remember(args[0])
+                return
+            if event == "object.__setattr__" and detail in harness_only and _getframe(1).f_code is namedtuple_code:
+                return  # namedtuple setting the defaults of the __new__ it just generated
             if responsible_file(_getframe(1), event, event not in introspection) == _candidate:
                 refuse(event, detail)
         finally:
