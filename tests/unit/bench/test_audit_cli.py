@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tritongym.cli import EXIT_OK, EXIT_USAGE, main
 
 UNIFORM_RELU = '''import torch
@@ -24,6 +26,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow  # a real audit run through the CLI: the full tier (test_audit.py audits by default)
 def test_audit_command_writes_json_lines_markdown_and_flags(tmp_path, capsys):
     problem = tmp_path / "19_ReLU.py"
     problem.write_text(UNIFORM_RELU, encoding="utf-8")

@@ -40,7 +40,8 @@ def test_rows_flag_a_gap_beyond_the_target(bench):
     assert "| 5.0% | 1.5000 | 50.0% ✗ |" in line
 
 
-@pytest.mark.parametrize("pool", [False, True], ids=["fresh", "pool-2-at-once"])
+# Fresh workers per evaluation take the most time: the full tier (the pool runs by default).
+@pytest.mark.parametrize("pool", [pytest.param(False, marks=pytest.mark.slow), True], ids=["fresh", "pool-2-at-once"])
 def test_the_evaluation_loop_fills_each_row_from_its_own_evaluations(bench, monkeypatch, pool):
     # The loop itself, on the CPU tier (no timing there): every problem's honest runs and its
     # fallback land in that problem's row, whether evaluated one at a time or two at once.
@@ -75,6 +76,7 @@ def test_without_a_gpu_every_line_says_unverified(bench, capsys):
     assert "evaluations per hour: unverified (no GPU)" in out
 
 
+@pytest.mark.slow  # the whole device check script, evaluations included: the full tier
 def test_the_device_check_runs_here_and_says_the_gpu_lines_are_unverified(tmp_path):
     # benchmarks/device_check.sh is what a lent GPU machine runs (docs/benchmarks.md "GPU"); on a
     # machine without CUDA it must still run to the end: GPU tests skipped, the table unverified.

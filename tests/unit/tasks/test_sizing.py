@@ -150,6 +150,7 @@ def test_fit_skips_scales_at_which_the_problem_own_shape_checks_fail():
     assert dim % 3072 == 0
 
 
+@pytest.mark.slow  # real reference runs at several sizes: the full tier
 def test_fit_accepts_a_heavy_problem_at_its_floors_within_the_hard_limits():
     # 8 MiB of weights the module constants cannot shrink: over the preferred 4 MiB, under the hard 32.
     heavy = ELEMENTWISE.replace("super().__init__()",
@@ -162,6 +163,7 @@ def test_fit_accepts_a_heavy_problem_at_its_floors_within_the_hard_limits():
     assert fit_cpu_size(problem(huge)).status == SizingStatus.CANNOT
 
 
+@pytest.mark.slow  # real reference runs at several sizes: the full tier
 def test_a_problem_whose_shape_rules_forbid_small_sizes_says_so():
     strict = ELEMENTWISE.replace("return torch.relu(x)",
                                  "assert x.shape[1] >= 100000, 'rows of at least 100000'\n        return torch.relu(x)")
@@ -170,6 +172,7 @@ def test_a_problem_whose_shape_rules_forbid_small_sizes_says_so():
     assert "smallest scale that runs" in (record.reason or "") and "rows of at least 100000" in record.reason
 
 
+@pytest.mark.slow  # real reference runs at several sizes: the full tier
 def test_a_problem_that_only_runs_at_its_original_size_keeps_it_when_within_the_hard_limits():
     # 6 MiB at its original size (over the preferred 4 MiB, within the hard 32); every smaller scale breaks it.
     exact = ELEMENTWISE.replace("batch_size = 4096\ndim = 393216", "batch_size = 24\ndim = 32768").replace(
