@@ -134,7 +134,9 @@ def standard_library_codegen() -> tuple[Callable[[str, tuple, object], bool], ob
       rebound ``repr`` or ``_init_fn`` would write other text), and every field is an exact
       ``Field`` whose name is an exact ``str`` identifier that is not a keyword, equal to its key
       (the only text a class contributes: ``__annotations__ = {"x=__import__('os')...": int}``
-      would be code).
+      would be code). Python >= 3.13 builds the text earlier and sets class attributes before the
+      exec: there the class's metaclass must be ``type`` or ``abc.ABCMeta``, so that no candidate
+      code (a metaclass ``__setattr__``) runs in between to rename the fields back.
 
     * ``sys._getframe`` at the three places that read the caller's module name from it
       (``namedtuple``, ``typing``'s ``_caller``, ``Enum``'s functional API): the frame never
@@ -144,6 +146,7 @@ def standard_library_codegen() -> tuple[Callable[[str, tuple, object], bool], ob
     Returns the judge and namedtuple's code object (the one place that then sets ``__defaults__``
     on what it generated).
     """
+    import abc
     import builtins
     import collections
     import dataclasses
@@ -166,6 +169,8 @@ def standard_library_codegen() -> tuple[Callable[[str, tuple, object], bool], ob
         getattr(getattr(dataclasses, "_create_fn", None), "__code__", None),
         getattr(getattr(builder, "add_fns_to_class", None), "__code__", None)) if code is not None}
     process_class = dataclasses._process_class.__code__
+    deferred_site = getattr(getattr(builder, "add_fns_to_class", None), "__code__", None)
+    plain_metaclasses = (type, object, abc.ABCMeta)
     field_type = dataclasses.Field
     module_snapshot = dict(vars(dataclasses))
     builtins_snapshot = dict(vars(builtins))
@@ -222,6 +227,10 @@ def standard_library_codegen() -> tuple[Callable[[str, tuple, object], bool], ob
         if not (unchanged(module_dict, module_snapshot) and unchanged(builtins_dict, builtins_snapshot)
                 and len(field_dict) == len(field_snapshot) and unchanged(field_dict, field_snapshot)):
             return False
+        if code is deferred_site:
+            metaclass = _type(process.f_locals.get("cls"))
+            if not all(klass in plain_metaclasses for klass in metaclass.__mro__):
+                return False
         return valid_fields(process.f_locals.get("fields"))
 
     return generated, namedtuple_code
