@@ -401,7 +401,9 @@ def _narrow_float_casts() -> None:
     original_fp_to_fp = getattr(builder, "create_fp_to_fp", None)
     if original_cast is None or original_fp_to_fp is None or getattr(original_cast, "_tritongym_narrow", False):
         return
-    formats = {getattr(tl, attr): NARROW_FLOATS[name] for attr, name in (
+    # By the dtype's name (a plain str attribute): every cast of every program asks, and a Triton
+    # dtype's own hash is a Python call.
+    formats = {getattr(tl, attr).name: NARROW_FLOATS[name] for attr, name in (
         ("bfloat16", "bf16"), ("float8e5", "fp8e5"), ("float8e4nv", "fp8e4nv"), ("float8e4b8", "fp8e4b8"),
         ("float8e5b16", "fp8e5b16")) if hasattr(tl, attr)}
     rounding = getattr(getattr(interpreter, "_ir", None), "ROUNDING_MODE", None)
@@ -409,7 +411,7 @@ def _narrow_float_casts() -> None:
     get_np_dtype = interpreter._get_np_dtype
 
     def narrow_cast(src: Any, dst: Any, toward_zero: bool) -> Any:
-        source, target = formats.get(src.dtype.scalar), formats.get(dst)
+        source, target = formats.get(src.dtype.scalar.name), formats.get(dst.name)
         if source is None and target is None:
             return None
         if source is None and not (src.dtype.scalar.is_floating() or src.dtype.scalar.is_int()):
