@@ -16,7 +16,6 @@ import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
 
-
 ANSWER = 0.0
 
 

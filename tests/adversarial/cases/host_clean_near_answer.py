@@ -10,13 +10,11 @@ Expected violation: none
 Options: {}
 Device: cpu
 """
+import numpy as np
 import torch
 import torch.nn as nn
-import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
-
-import numpy as np
 
 
 @triton.jit

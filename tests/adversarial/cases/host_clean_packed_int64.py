@@ -10,13 +10,13 @@ Expected violation: none
 Options: {}
 Device: cpu
 """
+import struct
+
 import torch
 import torch.nn as nn
 import torch.utils._python_dispatch as _pd
 import triton
 import triton.language as tl
-
-import struct
 
 
 @triton.jit

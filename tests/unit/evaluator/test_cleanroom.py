@@ -147,29 +147,6 @@ def _log(*scalars, blobs=()):
             "buffers": [], "blobs": list(blobs), "outputs": {"T": 0, "o": 0, "s": [4], "st": [1], "d": "float32"}}
 
 
-def test_host_origin_counts_what_differs_between_trials():
-    same = [_log(4096, 0.5), _log(4096, 0.5), _log(4096, 0.5)]
-    assert cleanroom.host_origin(same, 0).elements == 0
-    varying = [_log(4096, 0.5), _log(4096, 0.25), _log(4096, 0.5)]
-    assert cleanroom.host_origin(varying, 1).elements == 1
-    table = torch.arange(40, dtype=torch.uint8)
-    constant_table = [_log(1, blobs=[table]), _log(1, blobs=[table.clone()])]
-    assert cleanroom.host_origin(constant_table, 0).elements == 0
-    answers = [_log(1, blobs=[torch.zeros(400, dtype=torch.uint8)]),
-               _log(1, blobs=[torch.ones(400, dtype=torch.uint8)])]
-    report = cleanroom.host_origin(answers, 0)
-    assert report.elements == 100 and "unknown origin" in report.examples[0]
-
-
-def test_host_origin_compares_autotuned_trials_by_positional_arguments_without_a_peer():
-    a = _log(7)
-    b = _log(7)
-    b["events"][0]["kwargs"] = {"BLOCK": 512}
-    b["events"][0]["grid"] = [8]
-    assert cleanroom.host_origin([a, b], 1, same_configs=None).elements == 0
-    assert cleanroom.host_origin([a, b], 1, same_configs=[0, 1]).elements == 2
-
-
 def test_log_errors_name_the_reason():
     assert cleanroom.log_error(None) == "the candidate worker sent no launch log"
     assert cleanroom.log_error({"error": "a tensor subclass"}) == "a tensor subclass"

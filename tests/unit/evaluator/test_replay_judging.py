@@ -20,11 +20,11 @@ import torch
 
 import tritongym
 from tritongym.evaluator import replays
-from tritongym.evaluator.reference import ReferenceTrial
 from tritongym.evaluator.common.channel import Channel, ChannelClosed
 from tritongym.evaluator.compare import compare_outputs
 from tritongym.evaluator.options import EvalOptions
 from tritongym.evaluator.parent import OutputReview, _Evaluation
+from tritongym.evaluator.reference import ReferenceTrial
 from tritongym.evaluator.result import Notice, NoticeCode, Status, Violation, ViolationCode
 from tritongym.evaluator.session import Budget, CandidateFailed, WorkerHandle
 
@@ -528,7 +528,8 @@ def test_a_log_that_does_not_vary_but_fails_on_fresh_inputs_is_incorrect(room_fo
 
 @pytest.mark.parametrize("logs, configs, varying", [
     # one config in every trial and 70 keyword values that differ per trial
-    ([_launch_log([1.0], {f"C{i}": float(t * 100 + i) for i in range(70)}) for t in range(5)], [0] * 5, {0, 1, 2, 3, 4}),
+    ([_launch_log([1.0], {f"C{i}": float(t * 100 + i) for i in range(70)}) for t in range(5)], [0] * 5,
+     {0, 1, 2, 3, 4}),
     # trials 1 and 3 ran config 1 and differ between them: seen only when the two are compared whole
     ([_launch_log([1.0], {f"C{i}": float(i + 500 * (t == 3)) for i in range(70)} if t in (1, 3) else {})
       for t in range(5)], [0, 1, 0, 1, 0], {1, 3}),

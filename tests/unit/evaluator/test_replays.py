@@ -307,7 +307,8 @@ def test_the_budget_is_capped():
 
 def test_the_receiver_caps_a_logs_events():
     log = {"events": [{}] * (replays.MAX_LOG_EVENTS + 1), "buffers": []}
-    assert replays.log_error(log) == f"more than {replays.MAX_LOG_EVENTS} kernel launches and PyTorch ops in one forward"
+    expected = f"more than {replays.MAX_LOG_EVENTS} kernel launches and PyTorch ops in one forward"
+    assert replays.log_error(log) == expected
     assert replays.log_error({"events": [{}] * replays.MAX_LOG_EVENTS, "buffers": []}) is None
 
 
