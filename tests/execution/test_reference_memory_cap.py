@@ -212,3 +212,33 @@ def test_a_float64_check_over_the_cap_names_the_cap_instead_of_going_unchecked()
         with pytest.raises(ReferenceOverMemory) as raised:
             runner.trial(seed=3, truth=True)
     assert "memory limit of 2.5 GiB" in str(raised.value)
+
+
+@needs_forkserver()
+def test_the_jailed_reference_servers_tree_cap_grows_to_hold_every_slots_worker_at_its_cap(tmp_path):
+    """A client's reference runs in forks of one jailed server whose cgroup caps the whole tree: were
+    that cap below what the slots' workers may each hold under their own caps, the kernel would pick
+    a victim among siblings. It grows to fit (and never shrinks for a smaller request)."""
+    from tritongym.execution.references import WarmReferences
+
+    problem = tritongym.Problem.from_source(SMALL_REFERENCE, name="small")
+    gib = 1 << 30
+    cache = WarmReferences(max_idle=2, max_idle_bytes=gib, slots=2, jail_memory_bytes=3 * gib)
+    runners = []
+    try:
+        runners.append(cache.acquire(problem, "cpu", 60.0, jailed=True, memory_limit_bytes=2 * gib))
+        server_cgroup = runners[0].process.server.cgroup
+        if server_cgroup is None or "memory" not in server_cgroup.limits:
+            pytest.skip("no memory cgroup for the jailed reference server here")
+        assert server_cgroup.limits["memory"] == gib + 2 * 2 * gib
+        written = int((server_cgroup.memory_dir / "memory.limit_in_bytes").read_text()) \
+            if server_cgroup.version == 1 else int((server_cgroup.memory_dir / "memory.max").read_text())
+        assert written == 5 * gib
+        runners[0].setup(1)
+        assert runners[0].trial(2).finite
+        runners.append(cache.acquire(problem, "cpu", 60.0, jailed=True, memory_limit_bytes=gib // 2))
+        assert server_cgroup.limits["memory"] == 5 * gib
+    finally:
+        for runner in runners:
+            runner.close()
+        cache.close()

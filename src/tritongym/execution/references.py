@@ -103,7 +103,8 @@ class WarmReferences:
         self._servers: dict[tuple[str, bool], Any] = {}
         self._no_server: set[tuple[str, bool]] = set()
         self.max_idle_bytes = max_idle_bytes
-        self.jail_memory_bytes = jail_memory_bytes or (max_idle_bytes + max(1, slots) * (8 << 30))
+        self.slots = max(1, slots)
+        self.jail_memory_bytes = jail_memory_bytes or (max_idle_bytes + self.slots * (8 << 30))
         self._idle: OrderedDict[int, tuple[tuple[str, str, bool, int | None], ReferenceRunner]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -133,6 +134,8 @@ class WarmReferences:
             runner.close()
         self.misses += 1
         spawner = self._spawner(device, jailed)
+        if jailed and memory_limit_bytes is not None and spawner is not None:
+            self._fit_tree_cap(spawner.__self__, memory_limit_bytes)
         try:
             return ReferenceRunner(problem, device=device, timeout=timeout, threads=self.threads,
                                    spawner=spawner, jailed=jailed, memory_limit_bytes=memory_limit_bytes)
@@ -142,6 +145,14 @@ class WarmReferences:
             # The warm server failed to fork it (it died, or its child could not be set up): the
             # machine's fault, retried by the pool like a worker that died.
             raise ReferenceWorkerLost(f"the reference fork server did not start a worker: {exc}") from exc
+
+    def _fit_tree_cap(self, server: Any, memory_limit_bytes: int) -> None:
+        """Raise the jailed server's tree cap to hold every slot's worker at its own cap: each child
+        is held by its rlimit first, so the shared cgroup never picks a victim among siblings."""
+        cgroup = getattr(server, "cgroup", None)
+        wanted = self.max_idle_bytes + self.slots * memory_limit_bytes
+        if cgroup is not None and 0 < cgroup.limits.get("memory", 0) < wanted:
+            cgroup.set_limits(None, wanted)
 
     def _spawner(self, device: str, jailed: bool) -> Any:
         """A warm fork server's ``start`` for (`device`, `jailed`), started on first use and
