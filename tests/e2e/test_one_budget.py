@@ -3,9 +3,9 @@ candidate's budget, not given one of its own on top of it.
 
 `relu_slow_loop` is honest but slow in the interpreter (about 1.5 s a forward on the 2-core
 machine), so its 8 trials take most of a budget set between their time and the whole's, and the
-clean room's replays of its log (4 of them, as slow as the forwards) take the rest and more. With a budget per process each part fit and the
-evaluation took about twice its timeout; with one budget it is a timeout. The control: the same
-solution with a budget that fits both is `ok`.
+clean room's replays of its log (4 of them, as slow as the forwards) take the rest and more. With a
+budget per process each part fit and the evaluation took about twice its timeout; with one budget
+it is a timeout. The control: the same solution with a budget that fits both is `ok`.
 """
 
 from __future__ import annotations
