@@ -86,8 +86,8 @@ def test_the_default_run_keeps_the_fast_folders_and_the_listed_tests_and_never_a
 
 
 def test_full_runs_every_test_and_a_file_named_on_the_command_line_runs_whole(tmp_path):
-    """``--full`` keeps everything; a contributor who names a file (or a node id) gets what they
-    named, whatever its tier; a folder named gets its tier."""
+    """``--full`` keeps everything; a contributor who names a file (or a node id) or gives a ``-m``
+    expression gets what they asked for, whatever its tier; a folder named gets its tier."""
     full, _ = collect(tmp_path, "--full", "tests/sandbox")
     assert len(full) > 2 and all(kept for _, kept in full.values())
     folder, _ = collect(tmp_path, "tests/sandbox")
@@ -99,3 +99,6 @@ def test_full_runs_every_test_and_a_file_named_on_the_command_line_runs_whole(tm
     assert all(kept for _, kept in named.values()) and "deselected" not in out, out[-2000:]
     one, _ = collect(tmp_path, "tests/sandbox/test_boundary.py::test_the_solution_file_is_read_only")
     assert one == {"tests/sandbox/test_boundary.py::test_the_solution_file_is_read_only": [False, True]}
+    # A -m expression selects by itself: every sandbox test it matches, listed or not.
+    marked, _ = collect(tmp_path, "-m", "not gpu", "tests/sandbox")
+    assert {node for node, (_, kept) in marked.items() if kept} == set(full)
