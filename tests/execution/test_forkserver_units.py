@@ -55,12 +55,17 @@ PROBE = ("import ctypes, os\n"
 
 
 class FakeCgroup:
-    """Stands for a `Cgroup`: its limits, and counted `set_limits` and `destroy` calls."""
+    """Stands for a `Cgroup`: its limits, its ``cgroup.procs`` files, and counted `set_limits` and
+    `destroy` calls."""
 
-    def __init__(self, limits: dict[str, int] | None = None) -> None:
+    def __init__(self, limits: dict[str, int] | None = None, name: str = "fake") -> None:
         self.limits = dict(limits if limits is not None else {"pids": 1, "memory": 1, "cpu": 1})
         self.set_calls: list[tuple[int, int]] = []
         self.destroyed = 0
+        self.name = name
+
+    def procs_files(self) -> list[str]:
+        return [f"/sys/fs/cgroup/pids/{self.name}/cgroup.procs", f"/sys/fs/cgroup/memory/{self.name}/cgroup.procs"]
 
     def set_limits(self, max_pids: int, memory_bytes: int) -> None:
         self.set_calls.append((max_pids, memory_bytes))
@@ -216,6 +221,7 @@ def test_a_jailed_slot_server_its_attributes_and_spawn(env):
     launcher = env.build("cpu", 3, 2)
     assert launcher.device == "cpu" and launcher.slot == 3 and launcher.threads == 2
     assert launcher.trusted is False and launcher.roles == ("candidate",)
+    assert launcher.joins_job_cgroups is False  # a jailed server's children cannot join a cgroup
     assert launcher.should_cancel() is False
     home = launcher._home
     assert home.parent == env.tmp and home.name.startswith("tritongym-fs3-") and home.is_dir()
@@ -262,6 +268,7 @@ def test_a_trusted_server_has_no_jail_no_cgroup_and_no_rebinds(env, monkeypatch)
     monkeypatch.setattr(forkserver, "python_paths", lambda: ["/tmp/venv/lib/python3/site-packages"])
     launcher = env.build("cuda:1", 5, None, trusted=True)
     assert launcher.trusted is True and launcher.roles == ("reference",) and launcher.threads is None
+    assert launcher.joins_job_cgroups is True  # each child joins the cgroup of its job (its memory cap)
     assert launcher._home.name.startswith("tritongym-fs5-")
     assert launcher.cgroup is None and env.create.calls == []
     assert launcher._rebinds == []
@@ -403,6 +410,7 @@ def test_a_jobs_frame_carries_the_servers_rebinds_and_procfs_choice(tmp_path, fr
     the launcher says (the rest of the frame: test_forkserver_host.py, with a real server)."""
     launcher = object.__new__(ForkServerLauncher)
     launcher.modules, launcher.trusted, launcher.device, launcher.threads = {CANDIDATE: "candidate"}, False, "cpu", 1
+    launcher.joins_job_cgroups = False
     launcher._jobs = tmp_path / "jobs"
     launcher._jobs.mkdir()
     launcher._rebinds = [("/.tritongym-python/0", "/tmp/venv/lib")]
@@ -808,6 +816,7 @@ def waiting_launcher(monkeypatch, step: float) -> tuple[ForkServerLauncher, Cloc
     monkeypatch.setattr(forkserver, "time", clock)
     launcher = object.__new__(ForkServerLauncher)
     launcher._dead, launcher._current, launcher.cgroup, launcher.trusted = None, None, None, False
+    launcher.joins_job_cgroups = False
     launcher._started, launcher._failed, launcher._exits = {}, {}, {}
     launcher.process = SimpleNamespace(popen=SimpleNamespace(poll=lambda: None))
     pumps: list[float] = []
@@ -856,6 +865,7 @@ def test_kill_sends_nothing_for_a_job_that_already_exited(monkeypatch):
 def start_launcher(tmp_path, device: str, trusted: bool = False) -> ForkServerLauncher:
     launcher = object.__new__(ForkServerLauncher)
     launcher.modules, launcher.trusted, launcher.device, launcher.threads = {CANDIDATE: "candidate"}, trusted, device, 1
+    launcher.joins_job_cgroups = trusted  # as __init__ sets it
     launcher._jobs = tmp_path / "jobs"
     launcher._jobs.mkdir()
     launcher._rebinds, launcher.fresh_proc = [], False
@@ -1059,6 +1069,64 @@ def test_a_trusted_jobs_frame_in_full(tmp_path, monkeypatch, no_passthrough):
                 "TRITON_CACHE_DIR": os.path.join(home, ".triton")},
         "threads": 3, "rebind": [], "fresh_proc": False,
     }
+
+
+def start_reference(launcher, tmp_path, cgroup) -> tuple[forkserver.ForkedWorker, dict]:
+    """Starts a reference job given `cgroup` (as `ReferenceRunner` passes its own); the worker and the frame sent."""
+    launcher.modules = {REFERENCE: "reference"}
+    sent = []
+
+    def send(frame, fds):
+        sent.append(frame)
+        launcher._started[frame["job"]] = 5
+
+    launcher._send = send
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "ref.py").write_text("x = 1\n")
+    worker = launcher.start(REFERENCE, str(job_dir / "ref.py"), job_dir=job_dir, limits=ResourceLimits(), token="t0k",
+                            log_path=tmp_path / "job.log", channel_fd=99, cgroup=cgroup)
+    [frame] = sent
+    return worker, frame
+
+
+def test_a_trusted_servers_child_joins_the_cgroup_of_its_job_and_its_worker_owns_it(tmp_path, no_passthrough):
+    """The reference's memory cap: the child writes its PID into the job's cgroup before the problem's code
+    runs (forkserver_main reads ``cgroup_procs``), and the worker reports and removes that cgroup."""
+    launcher = start_launcher(tmp_path, "cpu", trusted=True)
+    launcher.cgroup = FakeCgroup(name="server")  # what the worker must not be judged by
+    job_cgroup = FakeCgroup({"pids": 64, "memory": 3 << 30}, name="tritongym-ref-1")
+    worker, frame = start_reference(launcher, tmp_path, job_cgroup)
+    assert frame["cgroup_procs"] == ["/sys/fs/cgroup/pids/tritongym-ref-1/cgroup.procs",
+                                     "/sys/fs/cgroup/memory/tritongym-ref-1/cgroup.procs"]
+    assert worker.cgroup is job_cgroup and worker.own_cgroup is True
+    assert job_cgroup.destroyed == 0 and launcher.cgroup.destroyed == 0
+
+
+@pytest.mark.parametrize("cgroup", [None, FakeCgroup(name="tritongym-ref-2")])
+def test_a_jailed_servers_child_joins_no_job_cgroup_and_its_worker_has_the_servers(tmp_path, no_passthrough, cgroup):
+    """A jailed child cannot write the host's cgroup files: the server's own cgroup caps its whole tree."""
+    launcher = start_launcher(tmp_path, "cpu", trusted=False)
+    launcher.cgroup = server_cgroup = FakeCgroup(name="server")
+    worker, frame = start_reference(launcher, tmp_path, cgroup)
+    assert "cgroup_procs" not in frame
+    assert worker.cgroup is server_cgroup and worker.own_cgroup is False
+    launcher.forget(worker.job)
+
+
+def test_a_trusted_job_without_a_cgroup_joins_none(tmp_path, no_passthrough):
+    launcher = start_launcher(tmp_path, "cpu", trusted=True)
+    worker, frame = start_reference(launcher, tmp_path, None)
+    assert "cgroup_procs" not in frame and worker.cgroup is None and worker.own_cgroup is False
+
+
+@pytest.mark.parametrize("own, destroyed", [(True, 1), (False, 0)])
+def test_releasing_a_worker_removes_its_cgroup_only_when_it_owns_it(tmp_path, own, destroyed):
+    """A trusted child's cgroup is the worker's alone; a jailed server's cgroup outlives each worker."""
+    server, cgroup = WorkerServer(code=0, trusted=own), FakeCgroup()
+    worker = forkserver.ForkedWorker(server, "job5", tmp_path / "log", cgroup, pid=7, own_cgroup=own)
+    worker.release()
+    assert server.calls == [("kill", "job5"), ("forget", "job5")] and cgroup.destroyed == destroyed
 
 
 class StuckPopen:

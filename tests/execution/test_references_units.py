@@ -5,8 +5,9 @@ real trusted and jailed reference servers (seconds per test), and some cases can
 processes on a test machine: a process tree larger than the walk's cap, a process that exits in the
 middle of the walk, one listed under two parents, a worker that names itself in bytes that are not ASCII,
 a runner whose host PID is unknown, a GPU device. Here `/proc` is a dictionary answered in place of the
-module's builtin `open`, `ReferenceRunner` is a recorder, and the fork servers `_spawner` starts (and the
-jail's probe it asks) are recording stand-ins; nothing is started, so that
+module's builtin `open`, `ReferenceRunner` is a recorder (the memory cap each runner is made with among its
+arguments), and the fork servers `_spawner` starts (and the jail's probe it asks, and a jailed server's tree
+cgroup) are recording stand-ins; nothing is started, so that
 `benchmarks/mutation.py references_units` can rerun the file for each mutant it is given.
 """
 
@@ -95,11 +96,13 @@ def test_resident_bytes_counts_a_worker_whose_name_is_not_ascii(proc, name):
 
 
 class Runner:
-    """An idle reference runner: its problem, device and jail, a process (alive, with a PID or none)."""
+    """An idle reference runner: its problem, device, jail and memory cap, a process (alive, with a PID
+    or none)."""
 
-    def __init__(self, problem: str, pid: int | None) -> None:
+    def __init__(self, problem: str, pid: int | None, memory_limit_bytes: int | None = None) -> None:
         self.problem = SimpleNamespace(content_hash=problem)
         self.device, self.jailed = "cpu", True
+        self.memory_limit_bytes = memory_limit_bytes
         self.process = SimpleNamespace(pid=pid, alive=lambda: True)
         self.closed = 0
 
@@ -159,11 +162,17 @@ def test_a_warm_caches_new_runner_is_made_for_the_device_asked(monkeypatch, devi
     cache = WarmReferences(threads=3, fork=False)
     cache.acquire(problem, device, 7.5)
     cache.jailed().acquire(problem, device, 2.0)
+    cache.acquire(problem, device, 7.5, memory_limit_bytes=3 << 30)
+    cache.jailed().acquire(problem, device, 2.0, memory_limit_bytes=5 << 29)
     assert made.calls == [((problem,), {"device": device, "timeout": 7.5, "threads": 3, "spawner": None,
-                                        "jailed": False}),
+                                        "jailed": False, "memory_limit_bytes": None}),
                           ((problem,), {"device": device, "timeout": 2.0, "threads": 3, "spawner": None,
-                                        "jailed": True})]
-    assert cache.misses == 2 and cache.hits == 0
+                                        "jailed": True, "memory_limit_bytes": None}),
+                          ((problem,), {"device": device, "timeout": 7.5, "threads": 3, "spawner": None,
+                                        "jailed": False, "memory_limit_bytes": 3 << 30}),
+                          ((problem,), {"device": device, "timeout": 2.0, "threads": 3, "spawner": None,
+                                        "jailed": True, "memory_limit_bytes": 5 << 29})]
+    assert cache.misses == 4 and cache.hits == 0
 
 
 @pytest.mark.parametrize("device", ["cuda:1", "cpu"])
@@ -172,7 +181,10 @@ def test_a_fresh_jailed_runner_is_made_for_the_device_asked(monkeypatch, device)
     monkeypatch.setattr(references, "ReferenceRunner", made)
     problem = SimpleNamespace(content_hash="p")
     FreshJailedReferences().acquire(problem, device, 4.0)
-    assert made.calls == [((problem,), {"device": device, "timeout": 4.0, "jailed": True})]
+    FreshJailedReferences().acquire(problem, device, 4.0, memory_limit_bytes=2 << 30)
+    assert made.calls == [((problem,), {"device": device, "timeout": 4.0, "jailed": True, "memory_limit_bytes": None}),
+                          ((problem,), {"device": device, "timeout": 4.0, "jailed": True,
+                                        "memory_limit_bytes": 2 << 30})]
 
 
 # -- _spawner: the warm fork server of each (device, jailed) -----------------------------------------
@@ -359,6 +371,69 @@ def test_an_idle_runner_that_died_is_closed_and_replaced(proc, made):
     runner.process.alive = lambda: False
     new = cache.acquire(SimpleNamespace(content_hash="p"), "cpu", 1.0, jailed=True)
     assert new is not runner and runner.closed == 1 and (cache.hits, cache.misses) == (0, 1)
+
+
+def test_an_idle_runner_is_handed_out_only_for_the_memory_cap_it_was_started_with(proc, made):
+    """A warm runner keeps the cap it was started with, so the cap is part of its key."""
+    cache = WarmReferences(fork=False)
+    capped, uncapped = Runner("p", None, memory_limit_bytes=2 << 30), Runner("p", None)
+    cache.release(capped, True)
+    cache.release(uncapped, True)
+    problem = SimpleNamespace(content_hash="p")
+    new = cache.acquire(problem, "cpu", 1.0, jailed=True, memory_limit_bytes=3 << 30)  # another cap: a new runner
+    assert new is not capped and new is not uncapped and made.calls[-1][1]["memory_limit_bytes"] == 3 << 30
+    assert cache.acquire(problem, "cpu", 1.0, jailed=True, memory_limit_bytes=2 << 30) is capped
+    assert cache.acquire(problem, "cpu", 1.0, jailed=True) is uncapped
+    assert (cache.hits, cache.misses, cache.idle()) == (2, 1, 0) and capped.closed == uncapped.closed == 0
+
+
+class TreeCgroup:
+    """The jailed server's cgroup: its limits, each `set_limits` recorded and applied."""
+
+    def __init__(self, limits: dict[str, int]) -> None:
+        self.limits = dict(limits)
+        self.set_calls: list[tuple[int | None, int | None]] = []
+
+    def set_limits(self, max_pids: int | None, memory_bytes: int | None) -> None:
+        self.set_calls.append((max_pids, memory_bytes))
+        if memory_bytes is not None:
+            self.limits["memory"] = memory_bytes
+
+
+def test_a_jailed_servers_tree_cap_grows_to_hold_every_slot_at_the_requests_cap_and_never_shrinks(servers, made):
+    cache = WarmReferences(max_idle_bytes=1 << 30, slots=3)
+    cache._spawner("cpu", True)
+    [server] = servers.made
+    server.cgroup = tree = TreeCgroup({"pids": 4096, "memory": 2 << 30})
+    problem = SimpleNamespace(content_hash="p")
+    cache.acquire(problem, "cpu", 1.0, jailed=True, memory_limit_bytes=2 << 30)
+    assert tree.set_calls == [(None, (1 << 30) + 3 * (2 << 30))]  # idle runners plus each slot's worker at its cap
+    assert made.calls[-1][1]["memory_limit_bytes"] == 2 << 30 and made.calls[-1][1]["spawner"] == server.start
+    cache.acquire(problem, "cpu", 1.0, jailed=True, memory_limit_bytes=2 << 30)  # 7 GiB fits exactly: unchanged
+    cache.acquire(problem, "cpu", 1.0, jailed=True, memory_limit_bytes=1 << 30)  # a smaller cap: never lowered
+    cache.acquire(problem, "cpu", 1.0, jailed=True)  # no cap: nothing to hold
+    assert tree.set_calls == [(None, 7 << 30)] and tree.limits == {"pids": 4096, "memory": 7 << 30}
+    assert len(made.calls) == 4
+
+
+@pytest.mark.parametrize("limits", [{"pids": 4096}, {"pids": 4096, "memory": 0}])
+def test_a_jailed_servers_tree_without_a_memory_cap_is_left_uncapped(servers, made, limits):
+    cache = WarmReferences(max_idle_bytes=1 << 30, slots=2)
+    cache._spawner("cpu", True)
+    [server] = servers.made
+    server.cgroup = tree = TreeCgroup(limits)
+    cache.acquire(SimpleNamespace(content_hash="p"), "cpu", 1.0, jailed=True, memory_limit_bytes=4 << 30)
+    assert tree.set_calls == [] and tree.limits == limits
+
+
+def test_a_trusted_servers_cgroup_is_not_grown_for_a_requests_cap(servers, made):
+    """A trusted server's children join a cgroup of their own (`ReferenceRunner`): no shared tree to grow."""
+    cache = WarmReferences(max_idle_bytes=1 << 30, slots=2)
+    cache._spawner("cpu", False)
+    [server] = servers.made
+    server.cgroup = tree = TreeCgroup({"pids": 4096, "memory": 1 << 30})
+    cache.acquire(SimpleNamespace(content_hash="p"), "cpu", 1.0, memory_limit_bytes=4 << 30)
+    assert tree.set_calls == [] and made.calls[-1][1]["memory_limit_bytes"] == 4 << 30
 
 
 def test_a_new_runner_is_forked_by_the_warm_server_of_its_device_and_jail(servers, made):
