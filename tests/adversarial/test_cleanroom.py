@@ -95,6 +95,9 @@ BY_CONSTRUCTION = {
     "G5-rewritten-loss": ("pytorch_fallback", "as above: a loss spelled with other ops than the reference's"),
     "G5-normal-identity": ("pytorch_fallback", "ops random by name are judged by their arguments: normal(mean=x) "
                            "reads x's values"),
+    "G5-selection-in-torch": ("pytorch_fallback", "the pair of selections being glue: a selection in torch that "
+                              "answers a selection problem reads as many elements as the reference's whole "
+                              "computation (the work rule), whatever its spelling"),
     "G6-near-answer-correction": ("precision_downgrade", "a float16 stand-in of the answer shipped as bytes: the "
                                   "replay's outputs get every output check, float64 precision included"),
     "G7-sum-scaled-099": ("precision_downgrade", "a sum times 0.99, inside a 1 % tolerance: the replay's outputs "
