@@ -16,7 +16,7 @@
 # are written to $OUT when it is set. First, which set-up step of a jailed fork server's child stops
 # CUDA (benchmarks/gpu_fork_diagnosis.py); then the pool through fork servers that give each child
 # a procfs of its own (the fix for that, FORK_S). DIAG_S / TESTS_S / VALID_S / FORK_S / POOL_S bound each part in
-# seconds (0 skips it); ONLY and RUNS choose the validation's problems, WORKERS the pool's evaluations
+# seconds (0 skips it); KB_S bounds KernelBench at published sizes (KB_JSONL: the dataset's JSONL); ONLY and RUNS choose the validation's problems, WORKERS the pool's evaluations
 # at once; TESTS picks tests (pytest -k), TEST_IDS names them instead, run in the order given.
 set -u
 export PYTHONUNBUFFERED=1
@@ -62,6 +62,20 @@ if [ "${FORK_S:-120}" -gt 0 ]; then
   log "GPU validation through jailed fork servers, TRITONGYM_GPU_FORKSERVER=1 (at most ${FORK_S:-120} s)"
   TRITONGYM_GPU_FORKSERVER=1 timeout "${FORK_S:-120}" python3 benchmarks/gpu_validation.py --pool --workers 1 \
     --runs 2 --only "${FORK_ONLY:-01_scaled_add,07_softmax}" 2>&1 | tee "$OUT/gpu_validation_forkserver.log"
+fi
+if [ "${KB_S:-0}" -gt 0 ]; then
+  # KernelBench at its published sizes: the dataset does not travel (it is never copied into the
+  # repository), so KB_JSONL names a copy the device tool carried in an ignored folder. The honest
+  # KernelBench solutions of examples/kernelbench at --size original, timed against eager and
+  # torch.compile; then each problem's own reference forward behind a token kernel (no reward).
+  log "KernelBench at published sizes (at most ${KB_S} s): examples/kernelbench against ${KB_JSONL:-none}"
+  if [ -f "${KB_JSONL:-}" ]; then
+    timeout "$KB_S" python3 -m tritongym.cli run --problems "$KB_JSONL" --solutions examples/kernelbench \
+      --device cuda --size original --baseline both --workers 1 --json --out "$OUT/kb_original.jsonl" 2>&1 \
+      | tee "$OUT/kb_original.log" | cut -c1-600
+  else
+    echo "KB_JSONL is not a file: KernelBench part skipped"
+  fi
 fi
 if [ "$POOL_S" -gt 0 ]; then
   log "GPU validation, the warm pool, $WORKERS at once (at most ${POOL_S} s): $ONLY x $RUNS"
