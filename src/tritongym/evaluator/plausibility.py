@@ -35,6 +35,22 @@ with ``margin_ms`` from the measured jitter: four standard errors of the two rou
 (1.2533·σ/√n, σ from the interquartile range), at least 20 µs. On a quiet GPU machine the margin
 is tens of microseconds and the check binds well below a millisecond; on a loaded host it
 widens by itself instead of producing false verdicts.
+
+**Paired confirmation.** The blocks above time the reference's calls and then the candidate's,
+so a burst of other work on the machine (other evaluations of a pool sharing the GPU: their
+trials and clean-room replays run outside the timing lock) can land on one side's block only and
+open a gap that is not the candidate's. That happened on an H200 with four evaluations at once:
+an honest 01_scaled_add read 0.476 ms by the blocks for 0.0045 ms reported, with a jitter margin
+of 0.12 ms. So an inconsistent result is never a verdict by itself: the parent times a second
+pass of *pairs*, one reference round trip and one candidate round trip back to back (their
+order alternating), and the estimate is the median of the pairs' differences:
+
+    paired_estimate_ms = median(rt_candidate_i − rt_reference_i) + median(t_reference)
+    inconsistent when  median(t_candidate, paired pass) < paired_estimate_ms / 3 − paired_margin_ms
+
+(``paired_margin_ms``: four standard errors of that median, at least 20 µs). Interference that
+lasts longer than one pair cancels in its difference; a candidate whose call really takes longer
+than it reports pays the difference in every pair. Implausible timing needs both passes.
 """
 
 from __future__ import annotations
@@ -67,6 +83,16 @@ def wall_clock_estimate_ms(candidate_roundtrips_ms: list[float], reference_round
     """The parent's own estimate of the candidate's call time (see the module docstring)."""
     return (statistics.median(candidate_roundtrips_ms) - statistics.median(reference_roundtrips_ms)
             + statistics.median(reference_ms))
+
+
+def paired_estimate_ms(differences_ms: list[float], reference_ms: list[float]) -> float:
+    """The parent's estimate from back-to-back pairs of round trips (module docstring)."""
+    return statistics.median(differences_ms) + statistics.median(reference_ms)
+
+
+def paired_margin_ms(differences_ms: list[float], standard_errors: float = 4.0) -> float:
+    """The paired pass's margin: `standard_errors` × the standard error of the pairs' median, ≥ 20 µs."""
+    return max(MIN_MARGIN_MS, standard_errors * _median_standard_error(differences_ms))
 
 
 def _median_standard_error(samples: list[float]) -> float:

@@ -9,6 +9,7 @@ touched.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -885,3 +886,65 @@ def test_the_profile_reply_bounds_at_their_edges():
     assert measurement.parse_profile_reply({"kernels": [], "candidate_launch_counts": {"k": 0}})[2] == {"k": 0}
     with pytest.raises(ValueError, match="malformed profile entry"):
         measurement.parse_profile_reply({"kernels": [["k", 1.0, 2.0]]})
+
+
+# -- the paired confirmation of the wall-clock cross-check (plausibility) -------------------------
+
+def _sleeping_candidate(sleep_s: float, reps_sleeping: int | None) -> ScriptedCandidate:
+    """Reports 1 ms per call; its first `reps_sleeping` calls (all, when None) take `sleep_s` of wall time."""
+    calls = []
+
+    def rep(payload: Any) -> dict[str, Any]:
+        calls.append(payload["seed"])
+        if reps_sleeping is None or len(calls) <= reps_sleeping:
+            time.sleep(sleep_s)
+        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
+
+    return honest_candidate(rep=rep)
+
+
+def test_a_burst_that_lands_on_the_candidates_blocks_alone_is_not_implausible_timing():
+    # An H200 pool of four read an honest 01_scaled_add at 0.476 ms by the blocks for 0.0045 ms
+    # reported: the other evaluations' GPU work fell on the candidate's block. The paired pass,
+    # run because the blocks disagreed, sees calls as fast as reported and decides.
+    run = evaluation(timing_reps=6, timing_blocks=1)
+    candidate = _sleeping_candidate(0.008, reps_sleeping=6)
+    measurement.run_timing(run, ScriptedReference(ms=1.0), candidate)
+    assert ViolationCode.IMPLAUSIBLE_TIMING not in run.violations
+    assert candidate.requests.count("rep") == 6 + 8  # the blocks, then the minimum of pairs
+    assert run.timing.wall_clock_estimate_ms == pytest.approx(1.0, abs=0.5)  # the pairs' estimate
+
+
+def test_a_call_slower_than_reported_in_every_pair_is_implausible_timing_naming_both_passes():
+    run = evaluation(timing_reps=6, timing_blocks=1)
+    candidate = _sleeping_candidate(0.008, reps_sleeping=None)
+    measurement.run_timing(run, ScriptedReference(ms=1.0), candidate)
+    message = run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message
+    assert "over 8 back-to-back pairs" in message and message.endswith("; reported times must be real")
+    assert run.timing.wall_clock_estimate_ms > 7.0
+
+
+def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_order():
+    quiet = evaluation(timing_reps=6, timing_blocks=2)
+    candidate = honest_candidate()
+    measurement.run_timing(quiet, ScriptedReference(), candidate)
+    assert candidate.requests.count("rep") == 6 and ViolationCode.IMPLAUSIBLE_TIMING not in quiet.violations
+
+    run = evaluation(timing_reps=10, timing_blocks=1)
+    reference = ScriptedReference(ms=1.0)
+    order: list[str] = []
+    original = reference.request
+    reference.request = lambda kind, *a, **k: (order.append("ref") if kind == "rep" else None) or original(
+        kind, *a, **k)
+    inner = _sleeping_candidate(0.005, reps_sleeping=10)
+
+    def candidate_rep(payload: Any) -> dict[str, Any]:
+        order.append("cand")
+        return inner.replies["rep"](payload)
+
+    candidate = honest_candidate(rep=candidate_rep)
+    measurement.run_timing(run, reference, candidate)
+    pairs = order[20:]
+    assert len(pairs) == 2 * 10  # as many pairs as timed candidate round trips (≥ 8)
+    assert pairs[:4] == ["ref", "cand", "cand", "ref"]
+    assert candidate.requests.count("observe") == 20  # every paired call's evidence is checked too
