@@ -44,12 +44,14 @@ if [ "${DIAG_S:-90}" -gt 0 ]; then
   log "jailed fork server children and CUDA, step by step (at most ${DIAG_S:-90} s)"
   timeout "${DIAG_S:-90}" python3 benchmarks/gpu_fork_diagnosis.py 2>&1 | tee "$OUT/gpu_fork_diagnosis.log"
 fi
+# A test still running after 110 s dumps every thread's stack (pytest's faulthandler_timeout): on
+# 2026-11-28 two GPU tests ran past pytest-timeout's 120 s without being interrupted, and said nothing.
 PER_TEST=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 if [ "$TESTS_S" -gt 0 ]; then
   log "GPU tests (at most ${TESTS_S} s)"
   # --full: tests/gpu is outside the default tier (tests/conftest.py), which would deselect it all.
   PYTHONPATH="$PWD/benchmarks" timeout "$TESTS_S" python3 -m pytest --full ${TEST_IDS:-tests/gpu} -v --tb=short -rfE \
-    -p no:cacheprovider -p pytest_live_failures $PER_TEST ${TESTS:+-k "$TESTS"} 2>&1 | tee "$OUT/gpu_tests.log" \
+    -p no:cacheprovider -p pytest_live_failures -o faulthandler_timeout=110 $PER_TEST ${TESTS:+-k "$TESTS"} 2>&1 | tee "$OUT/gpu_tests.log" \
     | grep -vE "^(platform|cachedir|rootdir|plugins|hypothesis|collect)" | cut -c1-400
 fi
 if [ "$VALID_S" -gt 0 ]; then
