@@ -116,11 +116,14 @@ class Corpus:
     prompts: dict[str, list[dict[str, str]]]
 
 
-def build_corpus(problems: list[Any], evaluator: Any, *, honest_weight: int = 2) -> Corpus:
+def build_corpus(problems: list[Any], evaluator: Any, *, honest_weight: int = 2,
+                 make_variants: Any = variants_of) -> Corpus:
     """Evaluate every variant for real and make the two-turn conversations (module docstring).
 
     The honest-first conversation appears `honest_weight` times per problem, each wrong-first one
-    once: the pretrained policy's first answer is honest about 2/6 of the time.
+    once: with `variants_of`'s five, the pretrained policy's first answer is honest about 2/6 of the
+    time. `make_variants`: ``(name, honest code) -> [(kind, code), ...]`` (benchmarks/reward_hacking.py adds
+    the shortcuts a KernelBench-style checker accepts).
     """
     from tritongym.env import KernelEnv
 
@@ -130,7 +133,7 @@ def build_corpus(problems: list[Any], evaluator: Any, *, honest_weight: int = 2)
     for problem in problems:
         honest = (SOLUTIONS / f"{problem.name}.py").read_text(encoding="utf-8")
         env = KernelEnv([problem], evaluator=evaluator, max_turns=2, feedback="standard", history="full")
-        for kind, code in variants_of(problem.name, honest):
+        for kind, code in make_variants(problem.name, honest):
             prompt, _ = env.reset(options={"problem": problem})
             prompts[problem.problem_id] = prompt
             observation, reward, _term, _trunc, _info = env.step(reply_of(code))
@@ -262,8 +265,11 @@ class RLSettings:
 
 
 def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: str, seed: int,
-           settings: RLSettings) -> dict[str, Any]:
-    """One RL run through ``tritongym train --trainer trl``'s Python API; its per-step curve."""
+           settings: RLSettings, evaluator: Any = None, shift: bool = True) -> dict[str, Any]:
+    """One RL run through ``tritongym train --trainer trl``'s Python API; its per-step curve.
+
+    `evaluator`: the verdicts' source, shared and left open (None: the run's own pool); `shift`: also
+    measure `first_reply_shift` (two forward passes over every first reply)."""
     from tritongym.integrations.trl import TrlTrainConfig, run_trl_training
 
     config = TrlTrainConfig(model=str(model_folder), out=str(out), problems="builtin", only=problem_ids,
@@ -273,9 +279,9 @@ def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: 
                             eval_workers=settings.eval_workers, dvp_alpha=settings.dvp_alpha,
                             advantage=advantage, seed=seed, eval_seed=settings.eval_seed,
                             extra=dict(settings.extra))
-    summary = run_trl_training(config)
+    summary = run_trl_training(config, evaluator=evaluator)
     return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out),
-            "shift": first_reply_shift(model_folder, out)}
+            "shift": first_reply_shift(model_folder, out) if shift else None}
 
 
 def _violations(turn: dict[str, Any]) -> list[str]:

@@ -136,8 +136,13 @@ def _load_model(name: str, prompts: list[list[dict[str, str]]], seed: int) -> tu
     return model, tokenizer
 
 
-def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[str, Any]:
-    """Train `config.model` for `config.steps` GRPO steps; returns the summary written to ``summary.json``."""
+def run_trl_training(config: TrlTrainConfig, *, progress: bool = False, evaluator: Any = None) -> dict[str, Any]:
+    """Train `config.model` for `config.steps` GRPO steps; returns the summary written to ``summary.json``.
+
+    `evaluator`: an `tritongym.env.Evaluator` that gives the rollout its verdicts, shared and left open
+    (a pool already warm, a remote client, a benchmark's own reward rule); None: a `PoolEvaluator` with
+    `config.eval_workers` slots and ``EvalOptions(device=config.device, seed=config.eval_seed)``.
+    """
     require_trl()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL 1.16
     import torch
@@ -159,7 +164,8 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False) -> dict[
                                          "problem_ids": [p.problem_id for p in problems]})
     cuda = torch.cuda.is_available() and config.device != "cpu"
     options = EvalOptions(device=config.device, seed=config.eval_seed)
-    rollout = KernelRollout(problems, turns=config.turns, options=options, workers=config.eval_workers,
+    rollout = KernelRollout(problems, turns=config.turns, evaluator=evaluator, options=options,
+                            workers=config.eval_workers,
                             feedback=config.feedback, extract=config.extract, max_new_tokens=config.max_new_tokens,
                             out=str(out), provenance={"model": config.model})
     try:
