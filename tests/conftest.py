@@ -24,11 +24,22 @@ clone with ``shared/`` beside it works); tests that need it skip, with the path,
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# A private data directory for the whole session: `tritongym eval` uses a `tritongym serve` it finds
+# recorded there (service/local.py), so a developer's own running server must not answer the tests'
+# evaluations, and the tests' servers must not outlive the session in the developer's record.
+# Likewise the cache (hub snapshots, the pre-flight's size estimates): the tests start from none.
+for _variable, _prefix in (("XDG_DATA_HOME", "tritongym-test-data-"), ("TRITONGYM_CACHE_DIR", "tritongym-test-cache-")):
+    os.environ[_variable] = tempfile.mkdtemp(prefix=_prefix)
+    atexit.register(shutil.rmtree, os.environ[_variable], ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"

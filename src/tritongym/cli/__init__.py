@@ -33,9 +33,14 @@ EXIT_EVALUATOR = 3
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    if getattr(args, "server", None):  # --server URL: evaluate on a tritongym service (service/cli.py)
-        from tritongym.service.cli import cmd_eval_remote
+    from tritongym.service.cli import cmd_eval_remote, local_server_for
 
+    local_server = local_server_for(args)
+    if local_server is not None:  # a running `tritongym serve` on this machine: its warm workers (service/local.py)
+        print(f"tritongym eval: evaluated by the local server at {local_server.url} ('tritongym serve', pid "
+              f"{local_server.pid}); --local evaluates in this process", file=sys.stderr)
+        args.server = local_server.url
+    if getattr(args, "server", None):  # --server URL: evaluate on a tritongym service (service/cli.py)
         return cmd_eval_remote(args)
     from tritongym.evaluator import evaluate
     from tritongym.tasks import find_problem
@@ -553,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     service_cli.register(commands)
     service_cli.add_server_option(p_eval)
     service_cli.add_server_option(p_run)
+    service_cli.add_local_option(p_eval)
     # `tritongym train --trainer trl` (issue 11; the code is in integrations/cli.py)
     from tritongym.integrations import cli as train_cli
 

@@ -12,7 +12,7 @@ import sys
 
 def device_argument(text: str) -> str:
     from tritongym.errors import OptionsError
-    from tritongym.evaluator.common.device import parse_device
+    from tritongym.evaluator.common.device_names import parse_device
 
     try:
         parse_device(text)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from tritongym.errors import OptionsError
+from tritongym.evaluator.common.family_names import PERTURBATION_FAMILIES
 from tritongym.evaluator.jail.sandbox import SANDBOX_MODES
 from tritongym.evaluator.reward import RewardConfig
+
+if TYPE_CHECKING:  # torch is not imported here: a client that only builds options (`eval --server`) never loads it
+    import torch
 
 
 @dataclass(frozen=True)
@@ -22,19 +25,20 @@ class Tolerance:
 
 #: Named tolerance presets, by output dtype. ``kernelbench`` is KernelBench v0.1 / KernelGYM
 #: (atol = rtol = 1e-2 for every dtype); ``strict`` follows KernelBench main's per-precision
-#: values (1e-4 for float32, 1e-2 for half precision).
-TOLERANCE_PRESETS: dict[str, dict[torch.dtype, Tolerance]] = {
+#: values (1e-4 for float32, 1e-2 for half precision). Keyed by the dtype's name (``str(dtype)``
+#: without ``torch.``).
+TOLERANCE_PRESETS: dict[str, dict[str, Tolerance]] = {
     "kernelbench": {
-        torch.float64: Tolerance(1e-2, 1e-2),
-        torch.float32: Tolerance(1e-2, 1e-2),
-        torch.float16: Tolerance(1e-2, 1e-2),
-        torch.bfloat16: Tolerance(1e-2, 1e-2),
+        "float64": Tolerance(1e-2, 1e-2),
+        "float32": Tolerance(1e-2, 1e-2),
+        "float16": Tolerance(1e-2, 1e-2),
+        "bfloat16": Tolerance(1e-2, 1e-2),
     },
     "strict": {
-        torch.float64: Tolerance(1e-7, 1e-7),
-        torch.float32: Tolerance(1e-4, 1e-4),
-        torch.float16: Tolerance(1e-2, 1e-2),
-        torch.bfloat16: Tolerance(1e-2, 1e-2),
+        "float64": Tolerance(1e-7, 1e-7),
+        "float32": Tolerance(1e-4, 1e-4),
+        "float16": Tolerance(1e-2, 1e-2),
+        "bfloat16": Tolerance(1e-2, 1e-2),
     },
 }
 
@@ -133,7 +137,7 @@ class EvalOptions:
     warmup_ms: float = 25.0
     max_speedup: float = 100.0
     profile_calls: int = 3
-    input_families: tuple[str, ...] = ("negated", "scaled", "offset")
+    input_families: tuple[str, ...] = PERTURBATION_FAMILIES
     trivial_margin: float = 0.1
     precision_policy: str = "reject"
     precision_factor: float = 32.0
@@ -147,7 +151,7 @@ class EvalOptions:
     disk_limit_mb: int = 256
 
     def __post_init__(self) -> None:
-        from tritongym.evaluator.common.device import parse_device
+        from tritongym.evaluator.common.device_names import parse_device
 
         parse_device(self.device)  # auto, cpu, cuda or cuda:N; OptionsError otherwise
         if self.baseline not in BASELINES:
@@ -185,8 +189,6 @@ class EvalOptions:
             raise OptionsError(f"timing_rechecks must be an integer >= 0, got {self.timing_rechecks!r}")
         if self.timing_blocks > self.timing_reps:
             raise OptionsError("timing_blocks cannot exceed timing_reps; lower timing_blocks")
-        from tritongym.evaluator.common.families import PERTURBATION_FAMILIES
-
         unknown = [f for f in self.input_families if f not in PERTURBATION_FAMILIES]
         if unknown:
             raise OptionsError(f"unknown input families {unknown}; choose from {', '.join(PERTURBATION_FAMILIES)}")
@@ -211,7 +213,7 @@ class EvalOptions:
     def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
         """The tolerance applied to an output of `dtype` (preset, then atol/rtol overrides)."""
         preset = TOLERANCE_PRESETS[self.tolerance]
-        base = preset.get(dtype, preset[torch.float32])
+        base = preset.get(str(dtype).removeprefix("torch."), preset["float32"])
         return Tolerance(
             atol=base.atol if self.atol is None else float(self.atol),
             rtol=base.rtol if self.rtol is None else float(self.rtol),

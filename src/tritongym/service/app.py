@@ -15,7 +15,7 @@ import hmac
 import html
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -156,9 +156,14 @@ def _client_id(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def create_app(config: ServiceConfig, *, service: EvaluationService | None = None) -> FastAPI:
+def create_app(config: ServiceConfig, *, service: EvaluationService | None = None,
+               on_started: Callable[[], None] | None = None, on_stopping: Callable[[], None] | None = None) -> FastAPI:
     """The service's ASGI app. It starts the `EvaluationService` (store, pool, dispatcher) on
-    startup and stops it on shutdown; pass `service` to share one (tests, embedding)."""
+    startup and stops it on shutdown; pass `service` to share one (tests, embedding).
+
+    `on_started` runs once the service is up, `on_stopping` when the app shuts down (``tritongym
+    serve`` records and removes its local-server record there: uvicorn re-raises a SIGTERM after
+    its shutdown, so code after ``uvicorn.run`` never runs)."""
     own = service is None
     svc = service or EvaluationService(config)
 
@@ -166,9 +171,13 @@ def create_app(config: ServiceConfig, *, service: EvaluationService | None = Non
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if own:
             await run_in_threadpool(svc.start)
+        if on_started is not None:
+            on_started()
         try:
             yield
         finally:
+            if on_stopping is not None:
+                on_stopping()
             if own:
                 await run_in_threadpool(svc.stop)
 

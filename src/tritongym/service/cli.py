@@ -8,6 +8,7 @@ is given. The server's imports (FastAPI, uvicorn) happen only when ``serve`` run
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tritongym.service.config import ServiceConfig, check_bind, token_from_env
 
     try:
-        from tritongym.evaluator.common.device import parse_device
+        from tritongym.evaluator.common.device_names import parse_device
 
         token = token_from_env(args.token_env)
 
@@ -92,11 +93,50 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"tritongym serve: needs the service extra (pip install -e '.[service]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
-    app = create_app(config)
-    print(f"tritongym serve: http://{args.host}:{args.port} (db {config.db_path}, events {config.event_log})",
-          file=sys.stderr, flush=True)
+    from tritongym.service import local
+    from tritongym.service.config import is_loopback
+
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{args.port}"
+    # On loopback, `tritongym eval` on this machine finds this server once it is up and uses its warm
+    # pool (service/local.py); the record goes when the server shuts down.
+    announced = local.LocalServer(url=url, pid=os.getpid(), sandbox=args.sandbox, token=token is not None)
+    hooks = {"on_started": lambda: local.register(announced),
+             "on_stopping": lambda: local.unregister(announced.pid)} if is_loopback(args.host) else {}
+    app = create_app(config, **hooks)
+    print(f"tritongym serve: {url} (db {config.db_path}, events {config.event_log})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     return EXIT_OK
+
+
+def add_local_option(parser: argparse.ArgumentParser) -> None:
+    """``--local``: evaluate in this process even when a local ``tritongym serve`` is running."""
+    parser.add_argument("--local", action="store_true",
+                        help="evaluate in this process even when a 'tritongym serve' runs on this machine "
+                             "(without --server or --local, eval uses a running local server's warm workers: "
+                             "the same verdict in about a second)")
+
+
+def local_server_for(args: argparse.Namespace) -> Any:
+    """The running local server `eval` should use for `args`, or None (then it evaluates here).
+
+    None with ``--local`` or ``--server``; when no server is recorded, alive and ready; when the
+    command asks for a sandbox other than the server's (clients cannot change it); when the server
+    needs a token and ``$TRITONGYM_TOKEN`` is unset; or without httpx (the service extra)."""
+    if getattr(args, "local", False) or getattr(args, "server", None):
+        return None
+    from tritongym.service.local import find_local_server
+
+    server = find_local_server()
+    if server is None:
+        return None
+    if args.sandbox not in ("auto", server.sandbox) or (server.token and not os.environ.get("TRITONGYM_TOKEN")):
+        return None
+    try:
+        import httpx  # noqa: F401
+    except ImportError:
+        return None
+    return server
 
 
 def _client(args: argparse.Namespace) -> Any:

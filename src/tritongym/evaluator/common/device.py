@@ -37,24 +37,11 @@ import triton.language as tl
 
 from tritongym.errors import EvaluatorError, OptionsError
 
-_CUDA_INDEX = re.compile(r"cuda:(\d{1,3})")
+# Re-exported: device names are read without torch where only a name is checked (the CLI).
+from tritongym.evaluator.common.device_names import parse_device  # noqa: F401
+
 #: Where the kernel module exposes each GPU: ``<bus id>/information`` holds its minor and UUID.
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
-
-
-def parse_device(text: str) -> tuple[str, int | None]:
-    """``auto``/``cpu``/``cuda``/``cuda:N`` → ``(kind, index)``; index None means the current one.
-
-    Raises OptionsError for anything else (``gpu``, ``cuda:-1``, ``cuda:x``).
-    """
-    if not isinstance(text, str):
-        raise OptionsError(f"device must be a string, got {type(text).__name__}")
-    if text in ("auto", "cpu", "cuda"):
-        return text, None
-    match = _CUDA_INDEX.fullmatch(text)
-    if match is None:
-        raise OptionsError(f"device must be auto, cpu, cuda or cuda:N (N a device index), got {text!r}")
-    return "cuda", int(match.group(1))
 
 
 # -- the start-up probe ----------------------------------------------------------------------

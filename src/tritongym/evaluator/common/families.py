@@ -39,10 +39,7 @@ from typing import Any
 
 import torch
 
-FAMILY_TASK = "get_inputs"
-PERTURBATION_FAMILIES = ("negated", "scaled", "offset")
-FAMILIES = (FAMILY_TASK, *PERTURBATION_FAMILIES)
-
+from tritongym.evaluator.common.family_names import FAMILIES, FAMILY_TASK, PERTURBATION_FAMILIES  # noqa: F401
 
 #: Name words of ``forward`` parameters that carry quantisation or index metadata, or masks.
 KEPT_NAMES = frozenset({
