@@ -1001,7 +1001,8 @@ def run_evaluation(
     options = _apply_audit_tolerance(evaluation, options)
     seed_for_weights = evaluation.seed_source()
     private = Path(tempfile.mkdtemp(prefix="tritongym-"))
-    reference = candidate = None
+    reference = candidate = prestarted_room = None
+    room_taken = False
     reference_reusable = False
     failure: CandidateFailed | None = None
     try:
@@ -1026,6 +1027,14 @@ def run_evaluation(
                            extra_args=(("--allow-forbidden",) if ViolationCode.FORBIDDEN_CONSTRUCT
                                        in options.disabled_checks else ()), source_text=source,
                            memory_fraction=options.candidate_memory_fraction, launcher=launcher)
+        if isinstance(launcher, SpawnLauncher):
+            # A fresh clean room imports torch and Triton for a second or two: started now, that
+            # overlaps the candidate's and the reference's start and the trials instead of following
+            # them. It gets nothing until the trials are done (a pool's forked rooms start in
+            # milliseconds, when needed).
+            prestarted_room = _start_clean_room(job, private, device=device, mode=mode, limits=candidate_limits,
+                                                options=options, source=source, launcher=launcher,
+                                                budget=candidate.budget)
         # The reference is capped like the candidate (on a CPU: where a GPU runs the problem, its
         # original-size inputs are made on the host first and may legitimately exceed the cap).
         reference = references.acquire(problem, device, options.reference_timeout,
@@ -1037,10 +1046,15 @@ def run_evaluation(
             wants_timing = options.measure_speed and (on_gpu or options.time_on_cpu)
             if evaluation.passing() and evaluation.records:
                 phase_started = time.monotonic()
-                # One budget for the whole evaluation: the clean room is charged to the candidate's.
-                evaluation.run_clean_room(lambda: _start_clean_room(
-                    job, private, device=device, mode=mode, limits=candidate_limits, options=options,
-                    source=source, launcher=launcher, budget=candidate.budget), reference=reference,
+                def start_room() -> WorkerHandle:
+                    nonlocal room_taken
+                    room_taken = True  # run_clean_room closes the room it takes
+                    # One budget for the whole evaluation: the clean room is charged to the candidate's.
+                    return prestarted_room or _start_clean_room(
+                        job, private, device=device, mode=mode, limits=candidate_limits, options=options,
+                        source=source, launcher=launcher, budget=candidate.budget)
+
+                evaluation.run_clean_room(start_room, reference=reference,
                     time_reps=options.timing_reps if wants_timing else 0,
                     profile_calls=options.profile_calls if on_gpu else 0)
                 evaluation.phases["clean_room"] = time.monotonic() - phase_started
@@ -1066,13 +1080,16 @@ def run_evaluation(
                                       f"replies ({type(exc).__name__}: {str(exc)[:300]}); treated as a crash")
         return evaluation.finish(failure, candidate.process, started)
     finally:
-        if candidate is not None:
+        unused_room = prestarted_room if prestarted_room is not None and not room_taken else None
+        for worker in (candidate, unused_room):
+            if worker is None:
+                continue
             try:
-                candidate.channel.send("exit")
+                worker.channel.send("exit")
             except OSError:
                 pass
-            candidate.process.release()
-            candidate.channel.close()
+            worker.process.release()
+            worker.channel.close()
         if reference is not None:
             references.release(reference, reference_reusable)
         shutil.rmtree(private, ignore_errors=True)
