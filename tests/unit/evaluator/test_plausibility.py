@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from tritongym.evaluator.plausibility import (
@@ -10,6 +12,8 @@ from tritongym.evaluator.plausibility import (
     corroborated,
     flop_floor_ms,
     jitter_margin_ms,
+    paired_estimate_ms,
+    paired_margin_ms,
     physics_floor_ms,
     wall_clock_consistent,
     wall_clock_estimate_ms,
@@ -78,3 +82,21 @@ def test_too_few_round_trips_give_no_verdict():
 def test_a_fast_report_is_corroborated_only_when_the_parents_clock_agrees():
     assert corroborated(0.05, estimate_ms=0.06, margin_ms=0.02)
     assert not corroborated(0.05, estimate_ms=0.40, margin_ms=0.02)
+
+
+def test_the_paired_estimate_is_the_median_difference_plus_the_reference_call():
+    # Pairs of round trips taken back to back: a burst that slows both members of a pair cancels.
+    differences = [0.30, 0.31, 2.5, 0.29, 0.30, 0.32, -1.0, 0.30]  # two pairs hit on one side only
+    assert paired_estimate_ms(differences, [1.0, 1.2, 0.8]) == pytest.approx(0.30 + 1.0)
+    assert paired_estimate_ms([0.5], [2.0]) == pytest.approx(2.5)
+
+
+def test_the_paired_margin_is_four_standard_errors_of_the_median_difference_at_least_20_us():
+    # sigma from the interquartile range (IQR/1.349), SE of the median 1.2533·sigma/√n, margin 4 SE.
+    differences = [0.0, 0.1, 0.1, 0.2, 0.2, 0.3, 0.3, 0.4]
+    quartiles = statistics.quantiles(differences, n=4)
+    expected = 4 * 1.2533 * (quartiles[2] - quartiles[0]) / 1.349 / 8 ** 0.5
+    assert paired_margin_ms(differences) == pytest.approx(expected)
+    assert paired_margin_ms(differences, standard_errors=2.0) == pytest.approx(expected / 2)
+    assert paired_margin_ms([0.3] * 8) == MIN_MARGIN_MS          # no jitter: the floor
+    assert paired_margin_ms([0.3, 0.4, 0.5]) == float("inf")      # too few pairs: no verdict
