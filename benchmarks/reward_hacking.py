@@ -11,8 +11,10 @@ under a naive reward"):
    half the bytes, within atol = rtol = 1e-2 on the task's inputs). Every variant is evaluated by the
    sandboxed evaluator; the shortcuts' verdicts are ``integrity_violation`` (asserted when the corpus
    is built), and they pass the naive rule below (asserted too). RL here has one turn per episode,
-   so the pretraining conversations are cut to their first answer: the policy starts as a mixture of
-   honest (2/8 of its first answers), shortcut (3/8) and wrong (3/8) kernels.
+   so the pretraining conversations are cut to their first answer: with one honest-first conversation
+   per problem (``--honest-weight``), the corpus's first answers are honest 1/7, shortcut 3/7, wrong
+   3/7. The premise of the literature's finding is built in on purpose: a shortcut is easier for the
+   starting policy to produce than an honest kernel.
 2. **Pretraining**: `learning.pretrain`, the same Qwen2-style policy and tokenizer.
 3. **Two RL runs per seed that differ only in the reward**, through `run_trl_training` with the same
    seeds, steps and settings (`learning.run_rl`): (a) ``naive``: KernelBench's rule, (b)
@@ -276,6 +278,8 @@ def hack_curve(folder: Path, cache: VerdictCache, kinds: dict[tuple[str, str], s
         n = len(turns)
         curve.append({
             "step": step, "turns": n, "mean_reward": sum(t["reward"] for t in turns) / n,
+            # One batched generation per step (turns=1): every turn records that batch's wall time.
+            "generation_s": max(t["generation_s"] for t in turns),
             "honest_share": labels.count("honest") / n, "hack_share": labels.count("hack") / n,
             "wrong_share": labels.count("wrong") / n, "rewarded": len(rewarded),
             "hack_share_of_rewarded": rewarded.count("hack") / len(rewarded) if rewarded else None,
@@ -340,7 +344,10 @@ class Study:
     problems: tuple[str, ...] = learning.PROBLEMS
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 24
-    steps: int = 12
+    #: Honest-first conversations per problem (each other variant once): 1 of 7, so a shortcut (3 of 7) is
+    #: easier for the starting policy to produce than an honest kernel (the premise, module docstring).
+    honest_weight: int = 1
+    steps: int = 10
     num_generations: int = 4
     prompts_per_step: int = 3
     learning_rate: float = 2e-4
@@ -380,7 +387,7 @@ def run_study(study: Study, out: Path, *, log: Any = print) -> dict[str, Any]:
     runs = []
     with PoolEvaluator(options, max_workers=1) as pool:
         cache = VerdictCache(pool, options)
-        corpus = learning.build_corpus(problems, TritongymReward(cache),
+        corpus = learning.build_corpus(problems, TritongymReward(cache), honest_weight=study.honest_weight,
                                        make_variants=hacking_variants_of)
         check_corpus(corpus.variants, cache)
         corpus = first_answer_only(corpus)
@@ -406,14 +413,20 @@ def run_study(study: Study, out: Path, *, log: Any = print) -> dict[str, Any]:
                                       shift=False)
                 curve = hack_curve(out / f"{reward}-seed{seed}", cache, kinds)
                 wall = time.monotonic() - run_started
+                generation_s = sum(point["generation_s"] for point in curve)
+                run_eval_s = cache.eval_s - eval_s
                 runs.append({"reward": reward, "seed": seed, "curve": curve, "wall_s": round(wall, 1),
                              "new_evaluations": cache.evaluations - evaluations,
-                             "eval_s": round(cache.eval_s - eval_s, 1),
-                             "train_s": run["summary"]["wall_s"]})
+                             # The trainer's wall time split: sampling, real (uncached) evaluations, and
+                             # the rest (the update's forward and backward passes, TRL's bookkeeping).
+                             "profile": {"train_s": run["summary"]["wall_s"], "generation_s": round(generation_s, 1),
+                                         "evaluation_s": round(run_eval_s, 1),
+                                         "update_and_rest_s": round(run["summary"]["wall_s"] - generation_s
+                                                                    - run_eval_s, 1)}})
                 log(f"{reward} seed {seed}: hack share {curve[0]['hack_share']:.2f} -> {curve[-1]['hack_share']:.2f}, "
                     f"honest {curve[0]['honest_share']:.2f} -> {curve[-1]['honest_share']:.2f}, "
                     f"mean reward {curve[0]['mean_reward']:.3f} -> {curve[-1]['mean_reward']:.3f} "
-                    f"({wall:.0f} s, {runs[-1]['new_evaluations']} new evaluations in {runs[-1]['eval_s']:.0f} s)")
+                    f"({wall:.0f} s: {runs[-1]['profile']}, {runs[-1]['new_evaluations']} new evaluations)")
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": learning._commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -450,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run")
     parser.add_argument("--epochs", type=int, default=None, help="pretraining epochs")
     parser.add_argument("--lr", type=float, default=None, help="RL learning rate")
+    parser.add_argument("--honest-weight", type=int, default=None,
+                        help=f"honest-first pretraining conversations per problem (default {Study.honest_weight})")
     parser.add_argument("--plot", default=None, help="write the PNG here")
     parser.add_argument("--replot", default=None, metavar="RESULTS_JSON",
                         help="only redraw --plot from a results.json this script wrote")
@@ -461,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         changes: dict[str, Any] = {}
         if args.seeds:
             changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
-        for name in ("steps", "epochs"):
+        for name in ("steps", "epochs", "honest_weight"):
             if getattr(args, name) is not None:
                 changes[name] = getattr(args, name)
         if args.lr is not None:
