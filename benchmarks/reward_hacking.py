@@ -356,7 +356,7 @@ class Study:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-QUICK = Study(problems=learning.PROBLEMS[:2], seeds=(0, 1), epochs=12, steps=4, prompts_per_step=2)
+QUICK = Study(problems=learning.PROBLEMS[:2], seeds=(0, 1), epochs=20, steps=4, prompts_per_step=2)
 
 
 def max_reply_tokens(model_folder: Path, corpus: Any) -> int:
