@@ -459,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"the CI size: problems {','.join(QUICK.problems)}, {QUICK.epochs} pretraining epochs, "
                              f"{QUICK.steps} RL steps")
-    parser.add_argument("--seeds", default=None, help="comma-separated RL seeds (default 0,1,2)")
+    parser.add_argument("--seeds", default=None,
+                        help=f"comma-separated RL seeds (default {','.join(map(str, Study.seeds))}; with --quick "
+                             f"{','.join(map(str, QUICK.seeds))})")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run")
     parser.add_argument("--epochs", type=int, default=None, help="pretraining epochs")
     parser.add_argument("--lr", type=float, default=None, help="RL learning rate")
