@@ -88,6 +88,8 @@ def test_bad_settings_are_usage_errors(tmp_path, capsys):
     assert "group_filter_std must be >= 0" in capsys.readouterr().err
     assert main([*base, "--dvp-alpha", "1.5", "--out", str(tmp_path / "e")]) == 2
     assert "dvp_alpha must be in (0, 1]" in capsys.readouterr().err
+    assert main([*base, "--stop-on", "always", "--out", str(tmp_path / "g")]) == 2
+    assert "success rule must be 'never', 'correct'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as refused:
         main([*base, "--advantage", "grpo", "--out", str(tmp_path / "f")])
     assert refused.value.code == 2 and "invalid choice: 'grpo'" in capsys.readouterr().err

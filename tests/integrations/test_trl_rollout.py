@@ -136,3 +136,49 @@ def test_sampling_stops_at_the_chat_templates_turn_tokens(evaluator, problem, tm
     finally:
         hook.remove()
     assert [g.token_ids for g in generations] == [[im_start], [im_start]]
+
+
+class _PerCallGenerator:
+    """``replies[k]``: the texts of the k-th call, one per context still active (early stop shrinks them)."""
+
+    def __init__(self, replies: list[list[str]]) -> None:
+        self.replies, self.sizes = replies, []
+
+    def __call__(self, trainer, contexts, max_new_tokens):
+        from tritongym.integrations.trl.rollout import Generation
+
+        tokenizer = trainer.processing_class
+        texts = self.replies[len(self.sizes)]
+        self.sizes.append(len(contexts))
+        assert len(texts) == len(contexts), (texts, len(contexts))
+        return [Generation(tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+                for t in texts]
+
+
+def test_stop_on_correct_ends_a_trajectory_at_its_first_ok_turn_and_later_turns_have_fewer_members(
+        evaluator, problem, tmp_path):
+    # KernelGYM's episodes stop at the first correct kernel: the setting where TRLOO and turn-GRPO differ.
+    generator = _PerCallGenerator([[HONEST_REPLY, VOID_REPLY], [HONEST_REPLY]])
+    rollout = KernelRollout([problem], turns=2, evaluator=evaluator, generator=generator, success="correct",
+                            out=str(tmp_path / "run"))
+    trainer = make_trainer(rollout, tmp_path)
+    prompt = rollout.prompt(problem)
+    out = rollout([prompt, prompt], trainer)
+    assert generator.sizes == [2, 1]  # the second turn is generated for the unsolved row alone
+    assert out["turn_status"] == [["ok"], ["void", "ok"]]
+    assert out["turn_rewards"] == [[0.5], [0.0, 0.5]]
+    assert len(out["turn_spans"][0]) == 1 and out["env_mask"][0] == [1] * len(out["completion_ids"][0])
+    stops = {t["sample"]: t["stop_reason"] for t in load_trajectories(tmp_path / "run")}
+    assert stops == {0: "success", 1: "success"}
+
+    with pytest.raises(ValueError, match="success rule"):
+        KernelRollout([problem], turns=2, evaluator=evaluator, success="sometimes")
+
+
+def test_the_training_config_checks_its_stop_rule():
+    from tritongym.integrations.trl.train import TrlTrainConfig
+
+    assert TrlTrainConfig(model="m", out="o", stop_on="correct").stop_on == "correct"
+    assert TrlTrainConfig(model="m", out="o").stop_on == "never"
+    with pytest.raises(ValueError, match="success rule"):
+        TrlTrainConfig(model="m", out="o", stop_on="always")

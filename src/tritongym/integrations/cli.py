@@ -22,7 +22,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             gamma=args.gamma, prs=not args.no_prs, meaningful_turns=not args.no_meaningful_turns,
             group_filter_std=args.group_filter_std,
             dvp_alpha=args.dvp_alpha, length_lr_decay=args.length_lr_decay, seed=args.seed,
-            advantage=args.advantage)
+            advantage=args.advantage, stop_on=args.stop_on)
         require_trl()
     except (TritongymError, ValueError) as exc:
         print(f"tritongym train: {exc}", file=sys.stderr)
@@ -93,6 +93,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "log-probs (tritongym.rl.dvp_log_probs; default: off)")
     p.add_argument("--length-lr-decay", action="store_true",
                    help="response-length-triggered LR decay (tritongym.rl.ResponseLengthLRDecay, paper defaults)")
+    p.add_argument("--stop-on", default="never", metavar="RULE",
+                   help="end a trajectory before --turns: never, correct (at the first correct kernel, as "
+                        "KernelGYM's episodes do) or speedup:X (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder (created)")
     p.add_argument("--progress", action="store_true", help="TRL's progress bar on stderr")

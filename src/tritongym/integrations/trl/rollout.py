@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tritongym.env.core import KernelEnv, _load_problems
+from tritongym.env.core import KernelEnv, _load_problems, success_rule
 from tritongym.env.evaluators import Evaluator, PoolEvaluator
 from tritongym.env.extract import CodeExtractor
 from tritongym.env.records import run_provenance, trajectory_record, turn_record
@@ -135,6 +135,9 @@ class KernelRollout:
             tests, or a client of an inference server).
         out: a run folder for ``trajectories.jsonl`` (None: not written).
         provenance: extra JSON-ready facts recorded with each trajectory (model name, ...).
+        success: when a trajectory ends before `turns`: the env's success rule (``never``,
+            ``correct``: KernelGYM's episodes, which stop at the first correct kernel, ``speedup:X``);
+            later turns then have fewer members, where TRLOO and turn-GRPO differ.
 
     The conversation is kept whole (the env's ``full`` history): tokens are only ever appended,
     which is what makes the env mask line up with what the model saw.
@@ -144,11 +147,13 @@ class KernelRollout:
                  options: EvalOptions | None = None, workers: int = 1, feedback: str = "standard",
                  extract: str | CodeExtractor = "last", max_new_tokens: int | None = None,
                  generator: Generator | None = None, out: str | None = None,
-                 provenance: dict[str, Any] | None = None) -> None:
+                 provenance: dict[str, Any] | None = None, success: str = "never") -> None:
         if not isinstance(turns, int) or turns < 1:
             raise ValueError(f"turns must be an integer >= 1, got {turns!r}")
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
+        success_rule(success)  # ValueError now for an unknown rule, not at the first rollout
+        self.success = success
         self.problems = _load_problems(problems)
         self.turns = turns
         self._owns_evaluator = evaluator is None
@@ -172,7 +177,8 @@ class KernelRollout:
 
     def make_env(self, problem: Problem | None = None) -> KernelEnv:
         return KernelEnv([problem] if problem is not None else self.problems, evaluator=self.evaluator,
-                         max_turns=self.turns, feedback=self.feedback, history="full", extract=self.extract)
+                         max_turns=self.turns, feedback=self.feedback, history="full", extract=self.extract,
+                         success=self.success)
 
     def prompt(self, problem: Problem) -> list[dict[str, str]]:
         """The chat messages of `problem`'s first turn (system rules and the task), as the env renders them."""

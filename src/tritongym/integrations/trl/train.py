@@ -65,6 +65,9 @@ class TrlTrainConfig:
     dvp_alpha: float | None = None
     length_lr_decay: bool = False
     advantage: str = "trloo"
+    #: when a trajectory ends early (`KernelRollout`'s ``success``): ``never``, ``correct`` (KernelGYM's
+    #: episodes), ``speedup:X``
+    stop_on: str = "never"
     seed: int = 0
     #: The evaluator's master seed (None: secret, fresh per evaluation). For reproducible tests only:
     #: with fixed trial inputs, feedback that quotes expected values could teach a policy those values.
@@ -88,6 +91,9 @@ class TrlTrainConfig:
             raise ValueError(f"advantage must be 'trloo' or 'turn_grpo', got {self.advantage!r}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        from tritongym.env.core import success_rule
+
+        success_rule(self.stop_on)  # never, correct, speedup:X; ValueError otherwise
 
 
 def _saved_generic_tokenizer(name: str) -> bool:
@@ -167,7 +173,7 @@ def run_trl_training(config: TrlTrainConfig, *, progress: bool = False, evaluato
     rollout = KernelRollout(problems, turns=config.turns, evaluator=evaluator, options=options,
                             workers=config.eval_workers,
                             feedback=config.feedback, extract=config.extract, max_new_tokens=config.max_new_tokens,
-                            out=str(out), provenance={"model": config.model})
+                            out=str(out), provenance={"model": config.model}, success=config.stop_on)
     try:
         rows = rollout.dataset_rows()
         model, tokenizer = _load_model(config.model, [r["prompt"] for r in rows], config.seed)
