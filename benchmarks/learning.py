@@ -261,6 +261,9 @@ class RLSettings:
     eval_workers: int = 1
     #: The evaluator's master seed for RL's verdicts (None: secret, as in training; the CI test fixes it).
     eval_seed: int | None = None
+    #: when a trajectory ends early (``never``; ``correct``: KernelGYM's episodes, where later turns
+    #: have fewer members and TRLOO and turn-GRPO differ)
+    stop_on: str = "never"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -278,7 +281,7 @@ def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: 
                             learning_rate=settings.learning_rate, temperature=settings.temperature, device="cpu",
                             eval_workers=settings.eval_workers, dvp_alpha=settings.dvp_alpha,
                             advantage=advantage, seed=seed, eval_seed=settings.eval_seed,
-                            extra=dict(settings.extra))
+                            stop_on=settings.stop_on, extra=dict(settings.extra))
     summary = run_trl_training(config, evaluator=evaluator)
     return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out),
             "shift": first_reply_shift(model_folder, out) if shift else None}
@@ -416,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts-per-step", type=int, default=RLSettings.prompts_per_step)
     parser.add_argument("--lr", type=float, default=RLSettings.learning_rate, help="RL learning rate")
     parser.add_argument("--ablation", action="store_true", help="also run advantage=turn_grpo on the same seeds")
+    parser.add_argument("--stop-on", default="never", choices=("never", "correct"),
+                        help="end a trajectory at its first correct turn (correct: KernelGYM's episodes, where "
+                             "the two estimators differ) or never (default)")
     parser.add_argument("--plot", default=None, help="write the PNG here")
     parser.add_argument("--replot", default=None, metavar="RESULTS_JSON",
                         help="only redraw --plot from a results.json this script wrote")
@@ -447,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                            log=lambda m: print(m, flush=True))
     settings = RLSettings(steps=args.steps, num_generations=args.num_generations,
                           prompts_per_step=args.prompts_per_step, learning_rate=args.lr,
-                          max_new_tokens=pretraining["reply_tokens_max"] + 32)
+                          max_new_tokens=pretraining["reply_tokens_max"] + 32, stop_on=args.stop_on)
     advantages = ["trloo", "turn_grpo"] if args.ablation else ["trloo"]
     runs = []
     for seed in [int(s) for s in args.seeds.split(",")]:
