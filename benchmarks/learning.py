@@ -284,6 +284,7 @@ def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: 
                             stop_on=settings.stop_on, extra=dict(settings.extra))
     summary = run_trl_training(config, evaluator=evaluator)
     return {"advantage": advantage, "seed": seed, "summary": summary, "curve": step_curve(out),
+            "turn_groups": turn_groups(out),
             "shift": first_reply_shift(model_folder, out) if shift else None}
 
 
@@ -317,6 +318,27 @@ def step_curve(folder: Path) -> list[dict[str, Any]]:
             "hacks": hacks,
         })
     return curve
+
+
+def turn_groups(folder: Path) -> list[dict[str, float]]:
+    """Per turn, over every (step, problem) group of ``trajectories.jsonl``: how many members reached
+    the turn (mean over groups with at least one) and the share of those members that were alone
+    there. With early stop later turns have fewer members; turn-GRPO's self-included mean gives a
+    lone member advantage 0 and scales a group of N by (N − 1)/N, TRLOO by neither
+    (benchmarks/trloo_vs_grpo.py measures the bias that follows)."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for line in (folder / "trajectories.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        groups.setdefault((int(record["training_step"]), record["problem_id"]), []).append(len(record["turns"]))
+    depth = max(max(lengths) for lengths in groups.values())
+    rows = []
+    for turn in range(depth):
+        sizes = [sum(length > turn for length in lengths) for lengths in groups.values()]
+        reached = [n for n in sizes if n > 0]
+        members = sum(reached)
+        rows.append({"turn": turn, "groups": len(reached), "mean_members": members / len(reached) if reached else 0.0,
+                     "alone_share": sum(1 for n in reached if n == 1) / members if members else 0.0})
+    return rows
 
 
 def window_mean(curve: list[dict[str, Any]], key: str, which: str, width: int) -> float:
