@@ -407,7 +407,7 @@ def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
         label = f"{run['advantage']} seed {run['seed']}"
         for ax, key in zip(axes, ("mean_reward", "ok_first"), strict=True):
             ax.plot(xs, [p[key] for p in run["curve"]], label=label, alpha=0.85, **styles[run["advantage"]])
-    axes[0].set_ylabel("mean trajectory reward (2 turns, max 1.0)")
+    axes[0].set_ylabel("mean trajectory reward (sum over its turns)")
     axes[1].set_ylabel("share of ok first turns")
     for ax in axes:
         ax.set_xlabel("RL step (0 = the pretrained policy's rollouts)")
