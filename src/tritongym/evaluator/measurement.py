@@ -174,36 +174,15 @@ def _run_timing(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
                     else:
                         samples["compile"].append(float(done["ms"]))
             for _ in range(size):
-                seed = evaluation.seed_source()
-                sent = time.perf_counter()
-                done = evaluation.expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
-                ms, host_ms = done.get("ms"), done.get("host_ms")
-                if not all(_number(v) and v > 0 for v in (ms, host_ms)):
-                    evaluation.add_violation(Violation(
-                        ViolationCode.IMPLAUSIBLE_TIMING,
-                        f"a timed call reported {ms!r} ms (host {host_ms!r} ms); times must be positive"))
+                call = _candidate_call(evaluation, reference, candidate, phase, rep_index, rep_index in rechecked)
+                if call is None:
                     return
-                samples["cand"].append(float(ms))
-                samples["cand_host"].append(float(host_ms))
+                done, round_trip = call
+                samples["cand"].append(float(done["ms"]))
+                samples["cand_host"].append(float(done["host_ms"]))
                 charged += done.get("charged") is True
-                if rep_index in rechecked:
-                    kept = evaluation.expect(candidate.request("keep", {}), "output", phase)
-                    expected = reference.request("expected_for", {"seed": seed}, "expected",
-                                                 required={"expected": object})
-                    comparison = compare_outputs(expected["expected"], kept.get("outputs"),
-                                                 evaluation.options.tolerance_for)
-                    if not comparison.passed:
-                        evaluation.add_violation(Violation(
-                            ViolationCode.TIMED_OUTPUT_MISMATCH,
-                            f"the output of timed call {rep_index} did not match the reference "
-                            f"({comparison.message}); outputs must be computed on every call"))
-                else:
-                    evaluation.expect(candidate.request("drop", {}), "dropped", phase)
-                    # Only dropped repetitions: a kept one also carries its output back.
-                    samples["cand_rt"].append((time.perf_counter() - sent) * 1e3)
-                # The evidence is collected after the parent's clock stopped (equal cost on both sides).
-                observed = evaluation.expect(candidate.request("observe", {}), "observed", phase)
-                check_rep_evidence(evaluation, observed, rep_index)
+                if round_trip is not None:
+                    samples["cand_rt"].append(round_trip)
                 rep_index += 1
         if _blocks_contradict_the_report(samples):
             phase = "timing confirmation"
@@ -233,16 +212,59 @@ def _blocks_contradict_the_report(samples: dict[str, list[float]]) -> bool:
     return not plausibility.wall_clock_consistent(samples["cand"], estimate, margin)
 
 
+def _candidate_call(evaluation: _Evaluation, reference: ReferenceRunner, candidate: WorkerHandle, phase: str,
+                    rep_index: int, recheck: bool) -> tuple[dict[str, Any], float | None] | None:
+    """One timed candidate call: ``rep``, then ``keep`` or ``drop``, then its evidence.
+
+    Whether the output is kept is decided after the call (`recheck`, drawn secretly by the caller),
+    so every call must compute it: a kept output is compared with the reference's for the same seed
+    (`TIMED_OUTPUT_MISMATCH`). Returns the ``rep_done`` reply (its ``ms`` and ``host_ms`` checked
+    positive) and the call's round trip in ms, None when kept (its output travels back too); None
+    instead of the pair after a non-positive time (the violation added). The evidence is collected
+    after the parent's clock stopped (equal cost on both sides).
+    """
+    seed = evaluation.seed_source()
+    sent = time.perf_counter()
+    done = evaluation.expect(candidate.request("rep", {"seed": seed}), "rep_done", phase)
+    ms, host_ms = done.get("ms"), done.get("host_ms")
+    if not all(_number(v) and v > 0 for v in (ms, host_ms)):
+        evaluation.add_violation(Violation(
+            ViolationCode.IMPLAUSIBLE_TIMING,
+            f"a timed call reported {ms!r} ms (host {host_ms!r} ms); times must be positive"))
+        return None
+    round_trip = None
+    if recheck:
+        kept = evaluation.expect(candidate.request("keep", {}), "output", phase)
+        expected = reference.request("expected_for", {"seed": seed}, "expected", required={"expected": object})
+        comparison = compare_outputs(expected["expected"], kept.get("outputs"), evaluation.options.tolerance_for)
+        if not comparison.passed:
+            evaluation.add_violation(Violation(
+                ViolationCode.TIMED_OUTPUT_MISMATCH,
+                f"the output of timed call {rep_index} did not match the reference "
+                f"({comparison.message}); outputs must be computed on every call"))
+    else:
+        evaluation.expect(candidate.request("drop", {}), "dropped", phase)
+        round_trip = (time.perf_counter() - sent) * 1e3
+    observed = evaluation.expect(candidate.request("observe", {}), "observed", phase)
+    check_rep_evidence(evaluation, observed, rep_index)
+    return done, round_trip
+
+
 def _time_pairs(evaluation: _Evaluation, reference: ReferenceRunner, candidate: WorkerHandle, variant: str,
-                count: int, rep_index: int, samples: dict[str, list[float]]) -> None:
-    """The paired confirmation pass (`plausibility`): `count` back-to-back round trips of both workers.
+                timed: int, rep_index: int, samples: dict[str, list[float]]) -> None:
+    """The paired confirmation pass (`plausibility`): `timed` back-to-back round trips of both
+    workers, and among them, at secret places, as many rechecked calls as the blocks have.
 
     Fills ``samples["pair_diff"]`` (candidate minus reference round trip, ms) and
-    ``samples["pair_cand"]`` (the candidate's reported ms in this pass). Each candidate call is
-    checked as in the blocks: a positive time, then its evidence after the clock stopped.
+    ``samples["pair_cand"]`` (the candidate's reported ms in this pass). Each candidate call is one
+    of the blocks' (`_candidate_call`), outputs rechecked at random as often: a candidate that can
+    tell this pass from the blocks (it counts its calls) must still compute every call here, so it
+    cannot make the pairs fast by skipping the work.
     """
     phase = "timing confirmation"
     samples["pair_diff"], samples["pair_cand"] = [], []
+    count = timed + min(evaluation.options.timing_rechecks, timed)
+    rechecked = set(secrets.SystemRandom().sample(range(count), count - timed))
 
     def reference_round_trip() -> float:
         sent = time.perf_counter()
@@ -252,24 +274,18 @@ def _time_pairs(evaluation: _Evaluation, reference: ReferenceRunner, candidate: 
         return (time.perf_counter() - sent) * 1e3
 
     for pair in range(count):
-        reference_first = pair % 2 == 0
-        reference_ms = reference_round_trip() if reference_first else None
-        sent = time.perf_counter()
-        done = evaluation.expect(candidate.request("rep", {"seed": evaluation.seed_source()}), "rep_done", phase)
-        ms = done.get("ms")
-        if not (_number(ms) and ms > 0 and _number(done.get("host_ms")) and done["host_ms"] > 0):
-            evaluation.add_violation(Violation(
-                ViolationCode.IMPLAUSIBLE_TIMING,
-                f"a timed call reported {ms!r} ms (host {done.get('host_ms')!r} ms); times must be positive"))
+        recheck = pair in rechecked
+        reference_ms = reference_round_trip() if pair % 2 == 0 and not recheck else None
+        call = _candidate_call(evaluation, reference, candidate, phase, rep_index + pair, recheck)
+        if call is None:
             return
-        evaluation.expect(candidate.request("drop", {}), "dropped", phase)
-        candidate_ms = (time.perf_counter() - sent) * 1e3
+        done, candidate_ms = call
+        samples["pair_cand"].append(float(done["ms"]))
+        if candidate_ms is None:
+            continue  # a kept call: its output travelled back, so its round trip is not compared
         if reference_ms is None:
             reference_ms = reference_round_trip()
         samples["pair_diff"].append(candidate_ms - reference_ms)
-        samples["pair_cand"].append(float(ms))
-        observed = evaluation.expect(candidate.request("observe", {}), "observed", phase)
-        check_rep_evidence(evaluation, observed, rep_index + pair)
 
 
 def shared_dispatch_ms(ref_ready: dict[str, Any], cand_ready: dict[str, Any]) -> float:
@@ -316,7 +332,10 @@ def _judge_timing(evaluation: _Evaluation, reference: ReferenceRunner, ref_ready
             block_estimate, block_margin = estimate, margin
             estimate = plausibility.paired_estimate_ms(samples["pair_diff"], baseline_samples)
             margin = plausibility.paired_margin_ms(samples["pair_diff"])
-            if not plausibility.wall_clock_consistent(samples["pair_cand"], estimate, margin):
+            # Both the blocks' reports (the speedup's) and this pass's must agree with the pairs' clock:
+            # a candidate that forges the blocks and reports the truth here is still caught.
+            if not (plausibility.wall_clock_consistent(samples["cand"], estimate, margin)
+                    and plausibility.wall_clock_consistent(samples["pair_cand"], estimate, margin)):
                 evaluation.add_violation(Violation(
                     ViolationCode.IMPLAUSIBLE_TIMING,
                     f"the candidate reported a median of {candidate_median:.4g} ms per call, but the evaluator's "

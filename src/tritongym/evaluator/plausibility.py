@@ -48,9 +48,13 @@ order alternating), and the estimate is the median of the pairs' differences:
     paired_estimate_ms = median(rt_candidate_i − rt_reference_i) + median(t_reference)
     inconsistent when  median(t_candidate, paired pass) < paired_estimate_ms / 3 − paired_margin_ms
 
-(``paired_margin_ms``: four standard errors of that median, at least 20 µs). Interference that
+(``paired_margin_ms``: four standard errors of that median, at least 20 µs), judged on the
+blocks' reported median (the figure the speedup uses) and on the pairs' alike. Interference that
 lasts longer than one pair cancels in its difference; a candidate whose call really takes longer
-than it reports pays the difference in every pair. Implausible timing needs both passes.
+than it reports pays the difference in every pair. Implausible timing needs both passes. The
+candidate can count its calls and tell the pairs from the blocks, so the pairs' outputs are
+rechecked at secret places as often as the blocks' (`measurement._time_pairs`): skipping the work
+to make the pairs fast is a timed output mismatch.
 """
 
 from __future__ import annotations

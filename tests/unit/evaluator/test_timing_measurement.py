@@ -948,3 +948,69 @@ def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_o
     assert len(pairs) == 2 * 10  # as many pairs as timed candidate round trips (≥ 8)
     assert pairs[:4] == ["ref", "cand", "cand", "ref"]
     assert candidate.requests.count("observe") == 20  # every paired call's evidence is checked too
+
+
+# The confirmation pass is one more place to cheat: the candidate can count its calls and know
+# when the blocks are over (there are `timing_reps` of them). Two ways, and what stops each.
+
+def test_a_forged_block_report_is_caught_even_when_the_pairs_report_the_truth():
+    # Every call really takes 8 ms; the blocks (the speedup's figures) claim 1 ms, the pairs the
+    # truth. The blocks' reports are judged against the pairs' clock too.
+    run = evaluation(timing_reps=6, timing_blocks=1)
+    calls = []
+
+    def rep(payload: Any) -> dict[str, Any]:
+        calls.append(payload["seed"])
+        time.sleep(0.008)
+        claimed = 1.0 if len(calls) <= 6 else 9.0
+        return {"ms": claimed, "host_ms": claimed, "tail_ms": 0.0, "charged": False}
+
+    measurement.run_timing(run, ScriptedReference(ms=1.0), honest_candidate(rep=rep))
+    assert len(calls) == 6 + 8
+    assert "back-to-back pairs" in run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message
+
+
+def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks():
+    # The blocks forge (8 ms real, 1 ms claimed) but compute; the pairs do nothing, fast, so their
+    # clock would agree with the forged 1 ms. Some of the pairs' outputs are kept and compared,
+    # chosen after each call, as in the blocks: a skipped computation is a timed output mismatch.
+    import torch
+
+    run = _seeded(evaluation(timing_reps=6, timing_blocks=1, timing_rechecks=2))
+    seeds: list[int] = []
+
+    def rep(payload: Any) -> dict[str, Any]:
+        seeds.append(payload["seed"])
+        if len(seeds) <= 6:
+            time.sleep(0.008)
+        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
+
+    def keep(payload: Any) -> dict[str, Any]:
+        computed = len(seeds) <= 6
+        return {"outputs": torch.full((4,), float(seeds[-1] % 7) if computed else 0.0)}
+
+    candidate = honest_candidate(rep=rep, keep=keep)
+    measurement.run_timing(run, RecheckingReference(ms=1.0), candidate)
+    assert len(seeds) > 6, "the blocks did not disagree, so no pair pass ran"
+    violation = run.violations[ViolationCode.TIMED_OUTPUT_MISMATCH]
+    assert int(violation.message.split("timed call ")[1].split(" ")[0]) >= 6  # a call of the pairs
+    assert candidate.requests.count("keep") == 2 + 2  # as many rechecks in the pairs as in the blocks
+
+
+def test_the_pairs_time_as_many_calls_as_the_blocks_besides_their_rechecks():
+    run = _seeded(evaluation(timing_reps=12, timing_blocks=1, timing_rechecks=3))
+    seeds: list[int] = []
+
+    def rep(payload: Any) -> dict[str, Any]:
+        seeds.append(payload["seed"])
+        if len(seeds) <= 12:
+            time.sleep(0.006)  # a burst on the blocks alone
+        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
+
+    import torch
+
+    candidate = honest_candidate(rep=rep, keep=lambda payload: {"outputs": torch.full((4,), float(seeds[-1] % 7))})
+    measurement.run_timing(run, RecheckingReference(ms=1.0), candidate)
+    assert run.violations == {}
+    assert len(seeds) == 12 + (9 + 3)  # 9 timed blocks calls -> 9 timed pairs, plus 3 rechecked
+    assert candidate.requests.count("keep") == 3 + 3
