@@ -257,15 +257,20 @@ def is_hub_id(spec: str | Path) -> bool:
                                                                                                ".parquet")
 
 
-def dataset_cache_dir() -> Path:
-    """Where hub datasets are kept after their first download: ``$TRITONGYM_CACHE_DIR/datasets``, else
-    ``$XDG_CACHE_HOME/tritongym/datasets``, else ``~/.cache/tritongym/datasets``."""
+def cache_root() -> Path:
+    """tritongym's cache: ``$TRITONGYM_CACHE_DIR``, else ``$XDG_CACHE_HOME/tritongym``, else
+    ``~/.cache/tritongym`` (hub snapshots in ``datasets/``, the pre-flight's size estimates in ``sizes/``)."""
     import os
 
     root = os.environ.get("TRITONGYM_CACHE_DIR")
     if root:
-        return Path(root) / "datasets"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritongym" / "datasets"
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritongym"
+
+
+def dataset_cache_dir() -> Path:
+    """Where hub datasets are kept after their first download: `cache_root` ``/ "datasets"``."""
+    return cache_root() / "datasets"
 
 
 def hub_snapshot_path(name: str, snapshot_dir: str | Path | None = None) -> Path:

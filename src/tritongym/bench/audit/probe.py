@@ -293,11 +293,10 @@ SIZE_CACHE_SCHEMA = 1
 
 
 def size_cache_dir() -> Path:
-    """``$TRITONGYM_CACHE_DIR/sizes``, else ``$XDG_CACHE_HOME/tritongym/sizes``, else ``~/.cache/tritongym/sizes``."""
-    root = os.environ.get("TRITONGYM_CACHE_DIR")
-    if root:
-        return Path(root) / "sizes"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritongym" / "sizes"
+    """Where complete size estimates are kept: `tasks.loaders.cache_root` ``/ "sizes"``."""
+    from tritongym.tasks.loaders import cache_root
+
+    return cache_root() / "sizes"
 
 
 def _torch_version() -> str:
