@@ -121,8 +121,10 @@ def local_server_for(args: argparse.Namespace) -> Any:
     """The running local server `eval` should use for `args`, or None (then it evaluates here).
 
     None with ``--local`` or ``--server``; when no server is recorded, alive and ready; when the
-    command asks for a sandbox other than the server's (clients cannot change it); when the server
-    needs a token and ``$TRITONGYM_TOKEN`` is unset; or without httpx (the service extra)."""
+    command asks for a sandbox other than the server's (clients cannot change it; the default
+    ``auto``, bubblewrap wherever it works, is never sent to a server started with ``--sandbox
+    none``); when the server needs a token and ``$TRITONGYM_TOKEN`` is unset; or without httpx (the
+    service extra)."""
     if getattr(args, "local", False) or getattr(args, "server", None):
         return None
     from tritongym.service.local import find_local_server
@@ -130,7 +132,8 @@ def local_server_for(args: argparse.Namespace) -> Any:
     server = find_local_server()
     if server is None:
         return None
-    if args.sandbox not in ("auto", server.sandbox) or (server.token and not os.environ.get("TRITONGYM_TOKEN")):
+    same_sandbox = args.sandbox == server.sandbox or (args.sandbox == "auto" and server.sandbox != "none")
+    if not same_sandbox or (server.token and not os.environ.get("TRITONGYM_TOKEN")):
         return None
     try:
         import httpx  # noqa: F401

@@ -106,6 +106,10 @@ def _args(**values) -> argparse.Namespace:
     (_args(server="http://elsewhere:8000"), {}, None, False),       # --server names its own
     (_args(sandbox="none"), {"sandbox": "bwrap"}, None, False),     # clients cannot change the sandbox
     (_args(sandbox="bwrap"), {"sandbox": "bwrap"}, None, True),
+    (_args(), {"sandbox": "bwrap"}, None, True),
+    (_args(), {"sandbox": "none"}, None, False),                    # auto never downgrades to no jail
+    (_args(sandbox="none"), {"sandbox": "none"}, None, True),
+    (_args(sandbox="bwrap"), {"sandbox": "auto"}, None, False),
     (_args(), {"token": True}, None, False),                        # a token the command does not have
     (_args(), {"token": True}, "secret", True),
 ])
