@@ -9,7 +9,7 @@ touched.
 from __future__ import annotations
 
 import math
-import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -814,7 +814,7 @@ def test_the_replay_notice_names_both_figures():
                               "replay's figure")
 
 
-def test_a_report_the_parents_clock_contradicts_says_so_in_words():
+def test_a_report_the_parents_clock_contradicts_says_so_in_words(clock):
     run = evaluation()
     measurement.run_timing(run, ScriptedReference(ms=2.0), honest_candidate(ms=0.5))
     message = run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message
@@ -890,41 +890,62 @@ def test_the_profile_reply_bounds_at_their_edges():
 
 # -- the paired confirmation of the wall-clock cross-check (plausibility) -------------------------
 
-def _sleeping_candidate(sleep_s: float, reps_sleeping: int | None) -> ScriptedCandidate:
+class FakeClock:
+    """The parent's `time.perf_counter` in these tests: it moves only when a scripted call takes time,
+    so round trips are exact and the verdicts do not depend on the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(measurement, "time", types.SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def _sleeping_candidate(clock: FakeClock, sleep_s: float, reps_sleeping: int | None) -> ScriptedCandidate:
     """Reports 1 ms per call; its first `reps_sleeping` calls (all, when None) take `sleep_s` of wall time."""
     calls = []
 
     def rep(payload: Any) -> dict[str, Any]:
         calls.append(payload["seed"])
         if reps_sleeping is None or len(calls) <= reps_sleeping:
-            time.sleep(sleep_s)
+            clock.advance(sleep_s)
         return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
 
     return honest_candidate(rep=rep)
 
 
-def test_a_burst_that_lands_on_the_candidates_blocks_alone_is_not_implausible_timing():
+def test_a_burst_that_lands_on_the_candidates_blocks_alone_is_not_implausible_timing(clock):
     # An H200 pool of four read an honest 01_scaled_add at 0.476 ms by the blocks for 0.0045 ms
     # reported: the other evaluations' GPU work fell on the candidate's block. The paired pass,
     # run because the blocks disagreed, sees calls as fast as reported and decides.
     run = evaluation(timing_reps=6, timing_blocks=1)
-    candidate = _sleeping_candidate(0.008, reps_sleeping=6)
+    candidate = _sleeping_candidate(clock, 0.008, reps_sleeping=6)
     measurement.run_timing(run, ScriptedReference(ms=1.0), candidate)
     assert ViolationCode.IMPLAUSIBLE_TIMING not in run.violations
     assert candidate.requests.count("rep") == 6 + 8  # the blocks, then the minimum of pairs
     assert run.timing.wall_clock_estimate_ms == pytest.approx(1.0, abs=0.5)  # the pairs' estimate
 
 
-def test_a_call_slower_than_reported_in_every_pair_is_implausible_timing_naming_both_passes():
+def test_a_call_slower_than_reported_in_every_pair_is_implausible_timing_naming_both_passes(clock):
     run = evaluation(timing_reps=6, timing_blocks=1)
-    candidate = _sleeping_candidate(0.008, reps_sleeping=None)
+    candidate = _sleeping_candidate(clock, 0.008, reps_sleeping=None)
     measurement.run_timing(run, ScriptedReference(ms=1.0), candidate)
     message = run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message
     assert "over 8 back-to-back pairs" in message and message.endswith("; reported times must be real")
     assert run.timing.wall_clock_estimate_ms > 7.0
 
 
-def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_order():
+def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_order(clock):
     quiet = evaluation(timing_reps=6, timing_blocks=2)
     candidate = honest_candidate()
     measurement.run_timing(quiet, ScriptedReference(), candidate)
@@ -936,7 +957,7 @@ def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_o
     original = reference.request
     reference.request = lambda kind, *a, **k: (order.append("ref") if kind == "rep" else None) or original(
         kind, *a, **k)
-    inner = _sleeping_candidate(0.005, reps_sleeping=10)
+    inner = _sleeping_candidate(clock, 0.005, reps_sleeping=10)
 
     def candidate_rep(payload: Any) -> dict[str, Any]:
         order.append("cand")
@@ -953,7 +974,7 @@ def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_o
 # The confirmation pass is one more place to cheat: the candidate can count its calls and know
 # when the blocks are over (there are `timing_reps` of them). Two ways, and what stops each.
 
-def test_a_forged_block_report_is_caught_even_when_the_pairs_report_the_truth():
+def test_a_forged_block_report_is_caught_even_when_the_pairs_report_the_truth(clock):
     # Every call really takes 8 ms; the blocks (the speedup's figures) claim 1 ms, the pairs the
     # truth. The blocks' reports are judged against the pairs' clock too.
     run = evaluation(timing_reps=6, timing_blocks=1)
@@ -961,7 +982,7 @@ def test_a_forged_block_report_is_caught_even_when_the_pairs_report_the_truth():
 
     def rep(payload: Any) -> dict[str, Any]:
         calls.append(payload["seed"])
-        time.sleep(0.008)
+        clock.advance(0.008)
         claimed = 1.0 if len(calls) <= 6 else 9.0
         return {"ms": claimed, "host_ms": claimed, "tail_ms": 0.0, "charged": False}
 
@@ -970,7 +991,7 @@ def test_a_forged_block_report_is_caught_even_when_the_pairs_report_the_truth():
     assert "back-to-back pairs" in run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message
 
 
-def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks():
+def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks(clock):
     # The blocks forge (8 ms real, 1 ms claimed) but compute; the pairs do nothing, fast, so their
     # clock would agree with the forged 1 ms. Some of the pairs' outputs are kept and compared,
     # chosen after each call, as in the blocks: a skipped computation is a timed output mismatch.
@@ -982,7 +1003,7 @@ def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks():
     def rep(payload: Any) -> dict[str, Any]:
         seeds.append(payload["seed"])
         if len(seeds) <= 6:
-            time.sleep(0.008)
+            clock.advance(0.008)
         return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
 
     def keep(payload: Any) -> dict[str, Any]:
@@ -997,14 +1018,14 @@ def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks():
     assert candidate.requests.count("keep") == 2 + 2  # as many rechecks in the pairs as in the blocks
 
 
-def test_the_pairs_time_as_many_calls_as_the_blocks_besides_their_rechecks():
+def test_the_pairs_time_as_many_calls_as_the_blocks_besides_their_rechecks(clock):
     run = _seeded(evaluation(timing_reps=12, timing_blocks=1, timing_rechecks=3))
     seeds: list[int] = []
 
     def rep(payload: Any) -> dict[str, Any]:
         seeds.append(payload["seed"])
         if len(seeds) <= 12:
-            time.sleep(0.006)  # a burst on the blocks alone
+            clock.advance(0.006)  # a burst on the blocks alone
         return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
 
     import torch
