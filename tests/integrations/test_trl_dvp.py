@@ -45,6 +45,10 @@ def test_the_loss_sees_pruned_log_probs(problem, evaluator, tmp_path):
     want = dvp_log_probs(logits[:, :-1], labels[:, 1:].clamp_min(0), ALPHA)
     mask = labels[:, 1:] != -100
     assert out.log_probs.shape == mask.shape and bool((out.log_probs[~mask] == 0).all())
+    # The head ran on the labelled positions only; the outputs are laid back at every position.
+    assert out.entropy.shape == mask.shape and bool((out.entropy[~mask] == 0).all())
+    assert bool(out.entropy[mask].gt(0).all())
+    assert torch.equal(out.label_mask, mask)
     inside, outside = mask & want.in_safe, mask & ~want.in_safe
     assert torch.allclose(out.log_probs[inside], want.log_probs[inside], atol=1e-5)
     # A label outside V_S has no π_S log-prob: a finite placeholder (the full softmax's), without gradient.

@@ -95,11 +95,16 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
             return fused(*args, fused_lm_head=False, labels=labels, shift_labels=shift_labels,
                          num_items_in_batch=num_items_in_batch, **kwargs)
         kwargs["use_cache"] = False
-        logits = plain(self, *args, **kwargs).logits
-        if shift_labels is None:
-            logits, targets = logits[:, :-1], labels[:, 1:]
-        else:
-            targets = shift_labels
+        kwargs.pop("logits_to_keep", None)  # set below from the labels
+        targets = labels[:, 1:] if shift_labels is None else shift_labels
+        # Only the positions with a label are scored (TRL labels the completion, -100 on the prompt): the
+        # LM head runs on those alone (`logits_to_keep`), not on a long prompt's positions whose
+        # log-probs would be thrown away; the results are laid back at their positions, 0 elsewhere.
+        scored = (targets != -100).any(dim=0).nonzero()
+        skip = int(scored[0]) if len(scored) else targets.size(1) - 1
+        width = targets.size(1) - skip
+        logits = plain(self, *args, logits_to_keep=width + (1 if shift_labels is None else 0), **kwargs).logits
+        logits, targets = logits[:, :width], targets[:, skip:]
         mask = targets != -100
         dvp = dvp_log_probs(logits, targets.clamp_min(0), alpha, temperature=temperature)
         with torch.no_grad():  # TRL's entropy metric: the full distribution's, as its own head reports it
@@ -109,6 +114,10 @@ def install_dvp_log_probs(model: Any, alpha: float, *, temperature: float = 1.0)
         log_probs = torch.where(mask, torch.where(dvp.in_safe, dvp.log_probs, placeholder.to(dvp.log_probs.dtype)), 0.0)
         entropy = torch.where(mask, entropy, 0.0)
         loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
+        if skip:
+            log_probs, entropy = (torch.cat([value.new_zeros(value.size(0), skip), value], dim=1)
+                                  for value in (log_probs, entropy))
+            mask = torch.cat([mask.new_zeros(mask.size(0), skip), mask], dim=1)
         return FusedCausalLMOutput(loss=loss, log_probs=log_probs, entropy=entropy, label_mask=mask)
 
     model.forward = types.MethodType(forward, model)
@@ -274,8 +283,9 @@ class TRLOOGRPOTrainer(GRPOTrainer):
         out = torch.zeros_like(completion, dtype=torch.bool)
         for model in models:
             with torch.no_grad():
-                logits = type(model).forward(model, input_ids=input_ids, attention_mask=attention,
-                                             use_cache=False).logits[:, -width - 1: -1]
+                # The LM head on the positions that predict the completion only (`logits_to_keep`).
+                logits = type(model).forward(model, input_ids=input_ids, attention_mask=attention, use_cache=False,
+                                             logits_to_keep=width + 1).logits[:, :-1]
             out |= ~dvp_log_probs(logits, completion, self.dvp_alpha, temperature=self.temperature).in_safe
         return out
 
