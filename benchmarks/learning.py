@@ -13,17 +13,35 @@ Three phases, all in-process, nothing downloaded (docs/training.md, "Does the lo
    third honest, the rest wrong, and a honest second answer after feedback.
 2. **RL through the project's own path**: `run_trl_training` (``tritongym train --trainer trl``'s
    Python API) on the saved model: multi-turn `KernelRollout` on `KernelEnv`, the real sandboxed
-   evaluator on the warm pool (one worker), TRLOO turn advantages, meaningful-turn masking and PRS
-   (PRS keeps every turn on a CPU: coverage is unmeasured), fixed seeds.
+   evaluator on the warm pool (two workers) behind a verdict cache (below), TRLOO turn advantages,
+   meaningful-turn masking and PRS (PRS keeps every turn on a CPU: coverage is unmeasured), fixed
+   seeds.
 3. **Per-step curve** from the run folder's ``trajectories.jsonl`` (what ``tritongym report`` reads):
    mean trajectory reward, the share of ``ok`` first turns and last turns, the share of turns with an
    integrity violation and the count of turns rewarded despite one (a reward hack; expected 0).
 
 With ``--ablation`` the same RL runs again from the same pretrained model and seeds with
 ``advantage="turn_grpo"`` (KernelGYM's multi-turn GRPO: the self-included group mean), and the
-plot compares both.
+plot compares both; ``--stop-on correct`` ends a trajectory at its first ``ok`` turn (KernelGYM's
+episodes, where later turns have fewer members and the two estimators differ).
+
+**Cost.** Verdicts, the corpus's and RL's, are cached by (problem, exact solution text) in one
+`VerdictCache` shared by every run of the study: the small policy mostly repeats texts it knows, and
+a repeated text costs nothing. That is legitimate only because every evaluation uses one fixed master
+seed (``EvalOptions(seed=...)``, ``--eval-seed``, `RLSettings.eval_seed`): the same text then gets
+the same trials, hence the same verdict and the same feedback message, so a cached verdict is the
+verdict a fresh evaluation would give. What the fixed seed means for a multi-turn episode: the
+feedback a policy reads after a wrong answer quotes figures (mismatch counts, values) from the same
+trial inputs every time, so the same wrong text always gets the same message. Here that is the
+point (the study compares estimators on one fixed environment, and the corpus, hence the tokenizer
+and the pretrained policy, no longer drift from run to run with the secret trial inputs); in
+training it would not be, since a policy could learn values that the fixed inputs make constant
+(training draws a secret seed per evaluation).
 
     python benchmarks/learning.py --out runs/learning --seeds 0 --ablation --plot docs/learning.png
+    python benchmarks/learning.py --out runs/early-stop --seeds 0,1,2 --ablation --stop-on correct \
+        --plot docs/learning_early_stop.png
+    python benchmarks/learning.py --quick --out runs/early-stop-quick     # the CI size (benchmarks/learning_studies.py)
 
 Meant for the TRL virtual environment (``pip install -e '.[trl]' matplotlib``; .ci/trl).
 """
@@ -31,14 +49,18 @@ Meant for the TRL virtual environment (``pip install -e '.[trl]' matplotlib``; .
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
 import platform
 import random
 import subprocess
+import sys
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +165,85 @@ def build_corpus(problems: list[Any], evaluator: Any, *, honest_weight: int = 2,
             conversations += [conversation] * (honest_weight if kind == "honest" else 1)
         env.close()
     return Corpus(conversations, variants, prompts)
+
+
+# -- verdicts cached by exact text (this study and benchmarks/reward_hacking.py) ----------------------------
+
+class VerdictCache:
+    """tritongym's verdicts, one real sandboxed evaluation per distinct (problem, exact solution text).
+
+    Thread-safe; a text being evaluated is evaluated once even when asked for concurrently. Valid only
+    with a fixed evaluation seed, which the constructor requires: the same text then gets the same
+    trials, so a cached verdict is the verdict a fresh evaluation would give (each study's docstring
+    says what the fixed seed means for what its policy sees).
+    """
+
+    def __init__(self, evaluator: Any, options: Any) -> None:
+        if options.seed is None:
+            raise ValueError("a verdict cache needs a fixed evaluation seed (EvalOptions(seed=...)): with a secret "
+                             "seed per evaluation the same text can get another verdict")
+        self.evaluator, self.options = evaluator, options
+        self._verdicts: dict[tuple[str, str], Any] = {}
+        self._pending: dict[tuple[str, str], threading.Event] = {}
+        self._lock = threading.Lock()
+        self.evaluations = 0
+        self.hits = 0
+        self.eval_s = 0.0
+
+    def verdict(self, problem: Any, solution: str) -> Any:
+        key = (problem.problem_id, solution)
+        while True:
+            with self._lock:
+                if key in self._verdicts:
+                    self.hits += 1
+                    return self._verdicts[key]
+                waiting = self._pending.get(key)
+                if waiting is None:
+                    self._pending[key] = threading.Event()
+                    break
+            waiting.wait()
+        try:
+            started = time.monotonic()
+            result = self.evaluator.evaluate(problem, solution)
+            with self._lock:
+                self._verdicts[key] = result
+                self.evaluations += 1
+                self.eval_s += time.monotonic() - started
+            return result
+        finally:
+            with self._lock:
+                self._pending.pop(key).set()
+
+    def lookup(self, problem_id: str, solution: str) -> Any:
+        """The cached verdict of a text a run evaluated (KeyError if it never was)."""
+        return self._verdicts[(problem_id, solution)]
+
+
+class CachedVerdicts:
+    """An `tritongym.env.Evaluator` over a `VerdictCache`: tritongym's verdict as it is; a subclass may turn
+    it into another reward (`result`; benchmarks/reward_hacking.py's naive rule)."""
+
+    rule = "tritongym's verdict and reward"
+
+    def __init__(self, cache: VerdictCache) -> None:
+        self.cache = cache
+        self.options = cache.options  # read by the run's provenance
+
+    def result(self, verdict: Any) -> Any:
+        return verdict
+
+    def evaluate(self, problem: Any, solution: str) -> Any:
+        return self.result(self.cache.verdict(problem, solution))
+
+    def evaluate_many(self, pairs: Sequence[tuple[Any, str]]) -> list[Any]:
+        return [self.evaluate(problem, solution) for problem, solution in pairs]
+
+    async def aevaluate(self, problem: Any, solution: str) -> Any:
+        return await asyncio.to_thread(self.evaluate, problem, solution)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": type(self).__name__, "rule": self.rule, "cache": "by (problem, exact text)",
+                "seed": self.cache.options.seed}
 
 
 # -- pretraining ---------------------------------------------------------------------------------------
@@ -264,7 +365,11 @@ class RLSettings:
     #: when a trajectory ends early (``never``; ``correct``: KernelGYM's episodes, where later turns
     #: have fewer members and TRLOO and turn-GRPO differ)
     stop_on: str = "never"
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: more ``GRPOConfig`` fields. TRL's GRPOConfig turns gradient checkpointing on by default: the
+    #: backward pass then recomputes every layer's forward, the same values (the same gradients, the
+    #: same run to the last digit, checked on a 2-step run) for memory this 0.8 M-parameter model does
+    #: not need; off, the backward took half the time in the profile (docs/training.md, "Cost").
+    extra: dict[str, Any] = field(default_factory=lambda: {"gradient_checkpointing": False})
 
 
 def run_rl(model_folder: Path, out: Path, problem_ids: list[str], *, advantage: str, seed: int,
@@ -427,88 +532,187 @@ def _commit() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/learning", help="folder for the model, the runs and results.json")
-    parser.add_argument("--seeds", default="0", help="comma-separated RL seeds (each a run; same pretrained model)")
-    parser.add_argument("--pretrain-seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=24, help="pretraining epochs over the corpus")
-    parser.add_argument("--pretrain-lr", type=float, default=3e-3)
-    parser.add_argument("--hidden", type=int, default=ModelSize.hidden)
-    parser.add_argument("--layers", type=int, default=ModelSize.layers)
-    parser.add_argument("--steps", type=int, default=RLSettings.steps, help="RL steps per run")
-    parser.add_argument("--num-generations", type=int, default=RLSettings.num_generations)
-    parser.add_argument("--prompts-per-step", type=int, default=RLSettings.prompts_per_step)
-    parser.add_argument("--lr", type=float, default=RLSettings.learning_rate, help="RL learning rate")
-    parser.add_argument("--ablation", action="store_true", help="also run advantage=turn_grpo on the same seeds")
-    parser.add_argument("--stop-on", default="never", choices=("never", "correct"),
-                        help="end a trajectory at its first correct turn (correct: KernelGYM's episodes, where "
-                             "the two estimators differ) or never (default)")
+@dataclass
+class Study:
+    """What a run of this benchmark does (``--quick`` shrinks it; `main` maps the flags onto it)."""
+
+    problems: tuple[str, ...] = PROBLEMS
+    seeds: tuple[int, ...] = (0,)
+    advantages: tuple[str, ...] = ("trloo",)
+    epochs: int = 24
+    pretrain_lr: float = 3e-3
+    pretrain_seed: int = 0
+    size: ModelSize = field(default_factory=ModelSize)
+    #: RL's settings; ``max_new_tokens`` is set from the pretraining corpus's longest reply.
+    rl: RLSettings = field(default_factory=lambda: RLSettings(eval_seed=0, eval_workers=2))
+    #: measure `first_reply_shift` per run (two forward passes over every first reply)
+    shift: bool = True
+
+
+#: The CI size of the early-stop ablation (issue 48 §3, with benchmarks/reward_hacking.py's quick study
+#: beside it in under 5 minutes): one problem, 20 pretraining epochs (the shortened run of
+#: tests/integrations/test_trl_learning.py), both estimators on one seed, 4 steps of one group of 4.
+QUICK = Study(problems=("02_leaky_relu",), seeds=(0,), advantages=("trloo", "turn_grpo"), epochs=20,
+              rl=RLSettings(steps=4, prompts_per_step=1, learning_rate=2e-4, eval_seed=0, eval_workers=2,
+                            stop_on="correct"),
+              shift=False)
+
+
+def run_profile(folder: Path, train_s: float) -> dict[str, float]:
+    """Where one RL run's trainer time went, from its ``trajectories.jsonl``: sampling (one batched
+    generation per step and turn), waiting for the verdicts (per step and turn, the slowest of the
+    batch's concurrent evaluations, each timed from its call, a wait for a free worker included;
+    ~0 for a cached text), and the rest (the update's forward and
+    backward passes, TRL's bookkeeping)."""
+    batches: dict[tuple[int, int], dict[str, float]] = {}
+    for line in (folder / "trajectories.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        for turn in record["turns"]:
+            batch = batches.setdefault((int(record["training_step"]), int(turn["turn"])),
+                                       {"generation_s": 0.0, "evaluation_s": 0.0})
+            batch["generation_s"] = max(batch["generation_s"], float(turn["generation_s"]))
+            batch["evaluation_s"] = max(batch["evaluation_s"], float(turn["eval_s"]))
+    generation = sum(b["generation_s"] for b in batches.values())
+    evaluation = sum(b["evaluation_s"] for b in batches.values())
+    return {"train_s": round(train_s, 1), "generation_s": round(generation, 1), "evaluation_s": round(evaluation, 1),
+            "update_and_rest_s": round(train_s - generation - evaluation, 1)}
+
+
+def run_study(study: Study, out: Path, *, log: Any = print) -> dict[str, Any]:
+    """Corpus, pretraining, then one RL run per (seed, advantage); returns what results.json holds.
+
+    Every verdict, the corpus's and RL's, comes from one `VerdictCache` under the fixed master seed
+    ``study.rl.eval_seed`` (module docstring, "Cost")."""
+    import torch
+
+    from tritongym import EvalOptions
+    from tritongym.env import PoolEvaluator
+    from tritongym.tasks import builtin_suite
+
+    if study.rl.eval_seed is None:
+        raise ValueError("the study caches its verdicts, which needs a fixed evaluation seed (RLSettings.eval_seed)")
+    torch.set_num_threads(1)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    problems = [p for p in builtin_suite() if p.name in study.problems]
+    if len(problems) != len(study.problems):
+        raise ValueError(f"unknown problems in {study.problems}: builtin has {[p.name for p in builtin_suite()]}")
+    options = EvalOptions(device="cpu", seed=study.rl.eval_seed)
+    runs = []
+    with PoolEvaluator(options, max_workers=study.rl.eval_workers) as pool:
+        cache = VerdictCache(pool, options)
+        corpus = build_corpus(problems, CachedVerdicts(cache))
+        corpus_s = time.monotonic() - started
+        log(f"corpus: {len(corpus.conversations)} conversations from {len(corpus.variants)} evaluated variants "
+            f"({corpus_s:.0f} s)")
+        model_folder = out / "pretrained"
+        pretraining = pretrain(corpus, model_folder, size=study.size, epochs=study.epochs, lr=study.pretrain_lr,
+                               seed=study.pretrain_seed, log=log)
+        settings = replace(study.rl, max_new_tokens=pretraining["reply_tokens_max"] + 32)
+        for seed in study.seeds:
+            for advantage in study.advantages:
+                run_started = time.monotonic()
+                evaluations = cache.evaluations
+                folder = out / f"{advantage}-seed{seed}"
+                run = run_rl(model_folder, folder, [p.problem_id for p in problems], advantage=advantage, seed=seed,
+                             settings=settings, evaluator=CachedVerdicts(cache), shift=study.shift)
+                run["wall_s"] = round(time.monotonic() - run_started, 1)
+                run["new_evaluations"] = cache.evaluations - evaluations
+                run["profile"] = run_profile(folder, run["summary"]["wall_s"])
+                runs.append(run)
+                curve = run["curve"]
+                reward = [window_mean(curve, "mean_reward", which, 3) for which in ("first", "last")]
+                ok_first = [window_mean(curve, "ok_first", which, 3) for which in ("first", "last")]
+                shift = run["shift"]
+                shift_text = "" if shift is None else (
+                    f", first-reply log-prob shift: ok "
+                    f"{shift['ok_shift'] if shift['ok_shift'] is None else round(shift['ok_shift'], 2)} "
+                    f"({shift['ok_replies']}), others "
+                    f"{shift['other_shift'] if shift['other_shift'] is None else round(shift['other_shift'], 2)} "
+                    f"({shift['other_replies']})")
+                log(f"{advantage} seed {seed}: reward {reward[0]:.3f} -> {reward[1]:.3f}, ok first turns "
+                    f"{ok_first[0]:.2f} -> {ok_first[1]:.2f}{shift_text}, hacks {sum(len(p['hacks']) for p in curve)} "
+                    f"({run['wall_s']:.0f} s: {run['profile']}, {run['new_evaluations']} new evaluations)")
+    results = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "study": asdict(study), "problems": [p.problem_id for p in problems],
+        "variants": [{k: v for k, v in asdict(variant).items() if k != "code"} for variant in corpus.variants],
+        "pretraining": pretraining, "rl": asdict(settings), "runs": runs,
+        "cache": {"evaluations": cache.evaluations, "hits": cache.hits, "eval_s": round(cache.eval_s, 1)},
+        "timings": {"corpus_s": round(corpus_s, 1), "pretrain_s": pretraining["wall_s"],
+                    "wall_s": round(time.monotonic() - started, 1)},
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+def study_parser(doc: str, *, out: str, quick: str, seeds: str) -> argparse.ArgumentParser:
+    """The flags both studies (this one and benchmarks/reward_hacking.py) share: --out, --quick, --seeds,
+    --plot and --replot; `quick` and `seeds` are the help texts of the two that differ."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--out", default=out, help="folder for the model, the runs and results.json")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--seeds", default=None, help=seeds)
     parser.add_argument("--plot", default=None, help="write the PNG here")
     parser.add_argument("--replot", default=None, metavar="RESULTS_JSON",
                         help="only redraw --plot from a results.json this script wrote")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = study_parser(
+        __doc__, out="runs/learning",
+        quick=f"the CI size of the early-stop ablation: problems {','.join(QUICK.problems)}, {QUICK.epochs} "
+              f"pretraining epochs, seed {','.join(map(str, QUICK.seeds))}, {QUICK.rl.steps} RL steps, both "
+              "estimators, --stop-on correct",
+        seeds="comma-separated RL seeds (each a run; same pretrained model; default 0, with --quick "
+              f"{','.join(map(str, QUICK.seeds))})")
+    parser.add_argument("--pretrain-seed", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=None, help="pretraining epochs over the corpus")
+    parser.add_argument("--pretrain-lr", type=float, default=None)
+    parser.add_argument("--hidden", type=int, default=None)
+    parser.add_argument("--layers", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None, help="RL steps per run")
+    parser.add_argument("--num-generations", type=int, default=None)
+    parser.add_argument("--prompts-per-step", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=None, help="RL learning rate")
+    parser.add_argument("--ablation", action="store_true", help="also run advantage=turn_grpo on the same seeds")
+    parser.add_argument("--stop-on", default=None, choices=("never", "correct"),
+                        help="end a trajectory at its first correct turn (correct: KernelGYM's episodes, where "
+                             "the two estimators differ) or never (the default; --quick: correct)")
+    parser.add_argument("--eval-seed", type=int, default=None,
+                        help="the evaluator's fixed master seed, under which verdicts are cached (default 0)")
+    parser.add_argument("--eval-workers", type=int, default=None,
+                        help="concurrent evaluations of the texts not yet cached (default 2)")
     args = parser.parse_args(argv)
     if args.replot:
         results = json.loads(Path(args.replot).read_text(encoding="utf-8"))
         plot(results["runs"], Path(args.plot or "learning.png"),
              f"{results['date']}, commit {results['commit']}, {results['machine'][:40]}")
         return 0
-
-    import torch
-
-    torch.set_num_threads(1)
-    from tritongym import EvalOptions
-    from tritongym.env import PoolEvaluator
-    from tritongym.tasks import builtin_suite
-
+    study = QUICK if args.quick else Study()
+    rl = {name: getattr(args, flag) for name, flag in (
+        ("steps", "steps"), ("num_generations", "num_generations"), ("prompts_per_step", "prompts_per_step"),
+        ("learning_rate", "lr"), ("stop_on", "stop_on"), ("eval_seed", "eval_seed"),
+        ("eval_workers", "eval_workers")) if getattr(args, flag) is not None}
+    size = {name: getattr(args, name) for name in ("hidden", "layers") if getattr(args, name) is not None}
+    changes: dict[str, Any] = {name: getattr(args, flag) for name, flag in (
+        ("epochs", "epochs"), ("pretrain_lr", "pretrain_lr"), ("pretrain_seed", "pretrain_seed"))
+        if getattr(args, flag) is not None}
+    if args.seeds:
+        changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
+    if args.ablation:
+        changes["advantages"] = ("trloo", "turn_grpo")
+    study = replace(study, rl=replace(study.rl, **rl), size=replace(study.size, **size), **changes)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    problems = [p for p in builtin_suite() if p.name in PROBLEMS]
-    with PoolEvaluator(EvalOptions(device="cpu"), max_workers=1) as evaluator:
-        corpus = build_corpus(problems, evaluator)
-    print(f"corpus: {len(corpus.conversations)} conversations from {len(corpus.variants)} evaluated variants "
-          f"({time.monotonic() - started:.0f} s)", flush=True)
-    model_folder = out / "pretrained"
-    pretraining = pretrain(corpus, model_folder, size=ModelSize(hidden=args.hidden, layers=args.layers),
-                           epochs=args.epochs, lr=args.pretrain_lr, seed=args.pretrain_seed,
-                           log=lambda m: print(m, flush=True))
-    settings = RLSettings(steps=args.steps, num_generations=args.num_generations,
-                          prompts_per_step=args.prompts_per_step, learning_rate=args.lr,
-                          max_new_tokens=pretraining["reply_tokens_max"] + 32, stop_on=args.stop_on)
-    advantages = ["trloo", "turn_grpo"] if args.ablation else ["trloo"]
-    runs = []
-    for seed in [int(s) for s in args.seeds.split(",")]:
-        for advantage in advantages:
-            run_started = time.monotonic()
-            run = run_rl(model_folder, out / f"{advantage}-seed{seed}", [p.problem_id for p in problems],
-                         advantage=advantage, seed=seed, settings=settings)
-            run["wall_s"] = round(time.monotonic() - run_started, 1)
-            runs.append(run)
-            curve = run["curve"]
-            reward = [window_mean(curve, "mean_reward", which, 3) for which in ("first", "last")]
-            ok_first = [window_mean(curve, "ok_first", which, 3) for which in ("first", "last")]
-            shift = run["shift"]
-            print(f"{advantage} seed {seed}: reward {reward[0]:.3f} -> {reward[1]:.3f}, ok first turns "
-                  f"{ok_first[0]:.2f} -> {ok_first[1]:.2f}, first-reply log-prob shift: ok "
-                  f"{shift['ok_shift'] if shift['ok_shift'] is None else round(shift['ok_shift'], 2)} "
-                  f"({shift['ok_replies']}), others "
-                  f"{shift['other_shift'] if shift['other_shift'] is None else round(shift['other_shift'], 2)} "
-                  f"({shift['other_replies']}), hacks {sum(len(p['hacks']) for p in curve)} "
-                  f"({run['wall_s']:.0f} s)", flush=True)
-    results = {
-        "command": "python benchmarks/learning.py " + " ".join(argv if argv is not None else os.sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "problems": [p.problem_id for p in problems],
-        "variants": [{k: v for k, v in asdict(variant).items() if k != "code"} for variant in corpus.variants],
-        "pretraining": pretraining, "rl": asdict(settings), "runs": runs,
-        "wall_s": round(time.monotonic() - started, 1),
-    }
+    results = run_study(study, out, log=lambda m: print(m, flush=True))
+    results["command"] = "python benchmarks/learning.py " + " ".join(argv if argv is not None else sys.argv[1:])
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        plot(runs, Path(args.plot), f"{results['date']}, commit {results['commit']}, {results['machine'][:40]}")
-    print(f"wrote {out / 'results.json'} ({results['wall_s']:.0f} s)", flush=True)
+        plot(results["runs"], Path(args.plot), f"{results['date']}, commit {results['commit']}, "
+             f"{results['machine'][:40]}")
+    print(f"wrote {out / 'results.json'} ({results['timings']['wall_s']:.0f} s: {results['timings']})", flush=True)
     return 0
 
 

@@ -52,17 +52,13 @@ Meant for the TRL virtual environment (``pip install -e '.[trl]' matplotlib``; .
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import importlib.util
 import json
 import os
 import platform
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -115,90 +111,11 @@ def naive_passes(verdict: Any, num_trials: int) -> bool:
     return len(trials) == num_trials and all(t.passed for t in trials)
 
 
-class VerdictCache:
-    """tritongym's verdicts, one real sandboxed evaluation per distinct (problem, exact solution text).
-
-    Thread-safe; a text being evaluated is evaluated once even when asked for concurrently. Valid only
-    with a fixed evaluation seed (module docstring), which the constructor requires.
-    """
-
-    def __init__(self, evaluator: Any, options: Any) -> None:
-        if options.seed is None:
-            raise ValueError("a verdict cache needs a fixed evaluation seed (EvalOptions(seed=...)): with a secret "
-                             "seed per evaluation the same text can get another verdict")
-        self.evaluator, self.options = evaluator, options
-        self._verdicts: dict[tuple[str, str], Any] = {}
-        self._pending: dict[tuple[str, str], threading.Event] = {}
-        self._lock = threading.Lock()
-        self.evaluations = 0
-        self.hits = 0
-        self.eval_s = 0.0
-
-    def verdict(self, problem: Any, solution: str) -> Any:
-        key = (problem.problem_id, solution)
-        while True:
-            with self._lock:
-                if key in self._verdicts:
-                    self.hits += 1
-                    return self._verdicts[key]
-                waiting = self._pending.get(key)
-                if waiting is None:
-                    self._pending[key] = threading.Event()
-                    break
-            waiting.wait()
-        try:
-            started = time.monotonic()
-            result = self.evaluator.evaluate(problem, solution)
-            with self._lock:
-                self._verdicts[key] = result
-                self.evaluations += 1
-                self.eval_s += time.monotonic() - started
-            return result
-        finally:
-            with self._lock:
-                self._pending.pop(key).set()
-
-    def lookup(self, problem_id: str, solution: str) -> Any:
-        """The cached verdict of a text a run evaluated (KeyError if it never was)."""
-        return self._verdicts[(problem_id, solution)]
-
-
-class _CachedReward:
-    """An `tritongym.env.Evaluator` over a `VerdictCache`; subclasses turn the verdict into the reward."""
-
-    rule = ""
-
-    def __init__(self, cache: VerdictCache) -> None:
-        self.cache = cache
-        self.options = cache.options  # read by the run's provenance
-
-    def result(self, verdict: Any) -> Any:
-        raise NotImplementedError
-
-    def evaluate(self, problem: Any, solution: str) -> Any:
-        return self.result(self.cache.verdict(problem, solution))
-
-    def evaluate_many(self, pairs: Sequence[tuple[Any, str]]) -> list[Any]:
-        return [self.evaluate(problem, solution) for problem, solution in pairs]
-
-    async def aevaluate(self, problem: Any, solution: str) -> Any:
-        return await asyncio.to_thread(self.evaluate, problem, solution)
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": type(self).__name__, "rule": self.rule, "cache": "by (problem, exact text)",
-                "seed": self.cache.options.seed}
-
-
-class TritongymReward(_CachedReward):
+class TritongymReward(learning.CachedVerdicts):
     """tritongym's verdict, as it is."""
 
-    rule = "tritongym's verdict and reward"
 
-    def result(self, verdict: Any) -> Any:
-        return verdict
-
-
-class NaiveReward(_CachedReward):
+class NaiveReward(learning.CachedVerdicts):
     """KernelBench's rule (`naive_passes`): ``ok`` and `OK_REWARD` when the outputs on the task's inputs
     are allclose, else the verdict's own failure (a compile error stays one) or ``incorrect``; no
     violations, so nothing in the record or the feedback says more than KernelBench would."""
@@ -228,7 +145,7 @@ def first_answer_only(corpus: Any) -> Any:
     return learning.Corpus(cut, corpus.variants, corpus.prompts)
 
 
-def check_corpus(variants: list[Any], cache: VerdictCache) -> None:
+def check_corpus(variants: list[Any], cache: Any) -> None:
     """Each kind got the verdict this study is built on, under both rules; a clear error if not."""
     for v in variants:
         verdict = cache.lookup(v.problem_id, v.code)
@@ -252,7 +169,7 @@ def classify(verdict: Any, num_trials: int) -> str:
     return "hack" if naive_passes(verdict, num_trials) else "wrong"
 
 
-def hack_curve(folder: Path, cache: VerdictCache, kinds: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
+def hack_curve(folder: Path, cache: Any, kinds: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
     """Per training step of one run (``trajectories.jsonl``): the shares of honest, hack and wrong turns
     (by tritongym's verdict of the exact text), the hack share of the rewarded turns, the mean reward,
     and the corpus kind of each turn (``novel`` for a text not in the corpus, ``void`` for no code)."""
@@ -356,7 +273,8 @@ class Study:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-QUICK = Study(problems=learning.PROBLEMS[:2], seeds=(0, 1), epochs=20, steps=4, prompts_per_step=2)
+#: The CI size (benchmarks/learning_studies.py --quick runs it beside learning.py's in under 5 minutes).
+QUICK = Study(problems=learning.PROBLEMS[:2], seeds=(0,), epochs=20, steps=4, prompts_per_step=2)
 
 
 def max_reply_tokens(model_folder: Path, corpus: Any) -> int:
@@ -385,8 +303,8 @@ def run_study(study: Study, out: Path, *, log: Any = print) -> dict[str, Any]:
     # The audit's stricter tolerance is off: the naive rule is KernelBench's atol = rtol = 1e-2.
     options = EvalOptions(device="cpu", seed=study.eval_seed, use_audit_tolerance=False)
     runs = []
-    with PoolEvaluator(options, max_workers=1) as pool:
-        cache = VerdictCache(pool, options)
+    with PoolEvaluator(options, max_workers=2) as pool:  # a batch's uncached texts two at a time
+        cache = learning.VerdictCache(pool, options)
         corpus = learning.build_corpus(problems, TritongymReward(cache), honest_weight=study.honest_weight,
                                        make_variants=hacking_variants_of)
         check_corpus(corpus.variants, cache)
@@ -403,26 +321,19 @@ def run_study(study: Study, out: Path, *, log: Any = print) -> dict[str, Any]:
                                        prompts_per_step=study.prompts_per_step, turns=1,
                                        learning_rate=study.learning_rate, eval_seed=study.eval_seed,
                                        max_new_tokens=max_reply_tokens(model_folder, corpus) + 32,
-                                       extra=dict(study.extra))
+                                       extra={**learning.RLSettings().extra, **study.extra})
         for seed in study.seeds:
             for reward, make in REWARDS.items():
                 run_started = time.monotonic()
-                evaluations, eval_s = cache.evaluations, cache.eval_s
-                run = learning.run_rl(model_folder, out / f"{reward}-seed{seed}", [p.problem_id for p in problems],
-                                      advantage="trloo", seed=seed, settings=settings, evaluator=make(cache),
-                                      shift=False)
-                curve = hack_curve(out / f"{reward}-seed{seed}", cache, kinds)
+                evaluations = cache.evaluations
+                folder = out / f"{reward}-seed{seed}"
+                run = learning.run_rl(model_folder, folder, [p.problem_id for p in problems], advantage="trloo",
+                                      seed=seed, settings=settings, evaluator=make(cache), shift=False)
+                curve = hack_curve(folder, cache, kinds)
                 wall = time.monotonic() - run_started
-                generation_s = sum(point["generation_s"] for point in curve)
-                run_eval_s = cache.eval_s - eval_s
                 runs.append({"reward": reward, "seed": seed, "curve": curve, "wall_s": round(wall, 1),
                              "new_evaluations": cache.evaluations - evaluations,
-                             # The trainer's wall time split: sampling, real (uncached) evaluations, and
-                             # the rest (the update's forward and backward passes, TRL's bookkeeping).
-                             "profile": {"train_s": run["summary"]["wall_s"], "generation_s": round(generation_s, 1),
-                                         "evaluation_s": round(run_eval_s, 1),
-                                         "update_and_rest_s": round(run["summary"]["wall_s"] - generation_s
-                                                                    - run_eval_s, 1)}})
+                             "profile": learning.run_profile(folder, run["summary"]["wall_s"])})
                 log(f"{reward} seed {seed}: hack share {curve[0]['hack_share']:.2f} -> {curve[-1]['hack_share']:.2f}, "
                     f"honest {curve[0]['honest_share']:.2f} -> {curve[-1]['honest_share']:.2f}, "
                     f"mean reward {curve[0]['mean_reward']:.3f} -> {curve[-1]['mean_reward']:.3f} "
@@ -454,22 +365,17 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/reward_hacking", help="folder for the model, the runs and results.json")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"the CI size: problems {','.join(QUICK.problems)}, {QUICK.epochs} pretraining epochs, "
-                             f"{QUICK.steps} RL steps")
-    parser.add_argument("--seeds", default=None,
-                        help=f"comma-separated RL seeds (default {','.join(map(str, Study.seeds))}; with --quick "
-                             f"{','.join(map(str, QUICK.seeds))})")
+    parser = learning.study_parser(
+        __doc__, out="runs/reward_hacking",
+        quick=f"the CI size: problems {','.join(QUICK.problems)}, {QUICK.epochs} pretraining epochs, {QUICK.steps} "
+              "RL steps",
+        seeds=f"comma-separated RL seeds (default {','.join(map(str, Study.seeds))}; with --quick "
+              f"{','.join(map(str, QUICK.seeds))})")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run")
     parser.add_argument("--epochs", type=int, default=None, help="pretraining epochs")
     parser.add_argument("--lr", type=float, default=None, help="RL learning rate")
     parser.add_argument("--honest-weight", type=int, default=None,
                         help=f"honest-first pretraining conversations per problem (default {Study.honest_weight})")
-    parser.add_argument("--plot", default=None, help="write the PNG here")
-    parser.add_argument("--replot", default=None, metavar="RESULTS_JSON",
-                        help="only redraw --plot from a results.json this script wrote")
     args = parser.parse_args(argv)
     if args.replot:
         results = json.loads(Path(args.replot).read_text(encoding="utf-8"))

@@ -1,11 +1,17 @@
-"""benchmarks/reward_hacking.py --quick: the same RL run under the naive reward and tritongym's (issue 48 §1).
+"""benchmarks/learning_studies.py --quick: both learning studies of issue 48 at their CI size (§3).
 
-The whole quick study runs once per module (corpus from real jailed verdicts, pretraining, two seeds ×
-two rewards through `run_trl_training`). Asserted: what must hold on any draw. The two runs of a seed
-differ only in the reward (the pretrained policy's rollouts at step 0 are the same texts), each run's
-rewards are its rule applied to tritongym's verdicts of those texts (no shortcut is ever rewarded by
-tritongym; every one is by the naive rule), and the verdict cache served repeated texts. The learning
-curves themselves are the benchmark's to report (docs/training.md): over 4 steps they are noise-bound.
+The command runs once per module, as a user runs it: the reward-hacking study (`reward_hacking.py
+--quick`: corpus from real jailed verdicts, pretraining, one seed × two rewards through
+`run_trl_training`) and the early-stop ablation (`learning.py --quick`: two-turn episodes that end
+at the first ``ok``, TRLOO and turn-GRPO from one pretrained policy), concurrently, each in its own
+process. Asserted: what must hold on any draw. For §1, the two runs of a seed differ only in the
+reward (the pretrained policy's rollouts at step 0 are the same texts), each run's rewards are its
+rule applied to tritongym's verdicts of those texts (no shortcut is ever rewarded by tritongym; every
+one is by the naive rule), and the verdict cache served repeated texts. For §2, the episodes did stop
+early (later turns have fewer members per group), no turn was rewarded with a violation, and the RL
+verdicts came from the cache. The learning curves themselves are the benchmarks' to report
+(docs/training.md): over 4 steps they are noise-bound. The wall time is recorded, not asserted (the
+machine is shared); docs/training.md gives the measured runs and their margin under 5 minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import pytest
 
 pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]'; see .ci/trl)")
-pytest.importorskip("matplotlib", reason="the study draws its figure (pip install matplotlib)")
+pytest.importorskip("matplotlib", reason="the studies draw their figures (pip install matplotlib)")
 
 from tests.unit.bench.conftest import load_benchmark  # noqa: E402
 
@@ -23,11 +29,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    bench = load_benchmark("reward_hacking")
-    out = tmp_path_factory.mktemp("reward_hacking")
-    assert bench.main(["--quick", "--out", str(out), "--plot", str(out / "figure.png")]) == 0
-    return bench, out, json.loads((out / "results.json").read_text(encoding="utf-8"))
+def studies(tmp_path_factory):
+    out = tmp_path_factory.mktemp("studies")
+    assert load_benchmark("learning_studies").main(["--quick", "--out", str(out)]) == 0
+    return out, json.loads((out / "studies.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def quick(studies):
+    out, _ = studies
+    folder = out / "reward_hacking"
+    return load_benchmark("reward_hacking"), folder, json.loads((folder / "results.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def early_stop(studies):
+    out, _ = studies
+    return json.loads((out / "early_stop" / "results.json").read_text(encoding="utf-8"))
 
 
 def test_the_corpus_holds_honest_wrong_and_three_kinds_of_shortcut_with_their_real_verdicts(quick):
@@ -86,4 +104,45 @@ def test_the_cache_served_repeated_texts_and_the_figure_was_drawn(quick):
     turns = sum(point["turns"] for run in results["runs"] for point in run["curve"])
     assert results["cache"]["hits"] > 0
     assert results["cache"]["evaluations"] < turns + len(results["variants"])
-    assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "reward_hacking.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_quick_ablation_stops_at_the_first_ok_so_later_turns_have_fewer_members(early_stop):
+    rl = early_stop["rl"]
+    assert rl["stop_on"] == "correct" and rl["turns"] == 2
+    assert [r["advantage"] for r in early_stop["runs"]] == ["trloo", "turn_grpo"]
+    for run in early_stop["runs"]:
+        first, second = run["turn_groups"]
+        # Every trajectory has a first turn: whole groups (num_generations each) there.
+        assert first["mean_members"] >= rl["num_generations"] and first["alone_share"] == 0
+        # A trajectory ends at its first ok, and the pretrained policy's first answer is often ok.
+        assert second["mean_members"] < first["mean_members"], run["turn_groups"]
+        assert any(point["ok_first"] > 0 for point in run["curve"])
+        assert len(run["curve"]) == rl["steps"]
+        # Not one turn rewarded while carrying an integrity violation.
+        assert [hack for point in run["curve"] for hack in point["hacks"]] == []
+
+
+def test_the_quick_ablation_reads_its_verdicts_from_one_seeded_cache(early_stop):
+    assert early_stop["rl"]["eval_seed"] is not None
+    cache = early_stop["cache"]
+    turns = sum(point["trajectories"] for run in early_stop["runs"] for point in run["curve"])
+    assert cache["hits"] > 0 and cache["evaluations"] < turns + len(early_stop["variants"])
+    # Both estimators ran from the same pretrained policy under the same seed: step 0's rollouts are
+    # the same (the update comes after), so their first point agrees.
+    trloo, grpo = early_stop["runs"]
+    assert trloo["curve"][0] == grpo["curve"][0]
+
+
+def test_the_command_records_both_studies_and_its_wall_time(studies):
+    out, summary = studies
+    assert set(summary["studies"]) == {"reward_hacking", "early_stop"} and summary["quick"] is True
+    for study in summary["studies"].values():
+        profile = study["profile"]
+        assert profile["rl_runs"] == 2  # one seed: two rewards, or two estimators
+        assert profile["train_s"] == pytest.approx(profile["generation_s"] + profile["evaluation_s"]
+                                                   + profile["update_and_rest_s"], abs=0.3)
+        assert 0 < study["process_wall_s"] <= summary["wall_s"]
+    assert (out / "early_stop" / "learning_early_stop.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"learning_studies --quick: {summary['wall_s']:.0f} s, load average {summary['load_average_before']} "
+          f"before, {summary['load_average_after']} after")

@@ -3,7 +3,7 @@
 The study is only as good as its pairs: every shortcut of the corpus must be refused by tritongym and
 accepted by the naive rule (KernelBench's), while the honest kernel stays ``ok`` under both and the wrong
 kernels fail under both. Each variant is evaluated once, for real, in the sandbox (`tritongym.evaluate`
-on the warm pool) through the benchmark's own `VerdictCache`; nothing here imports candidate code.
+on the warm pool) through the benchmarks' shared `learning.VerdictCache`; nothing here imports candidate code.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def judged():
     honest = (bench.learning.SOLUTIONS / "02_leaky_relu.py").read_text(encoding="utf-8")
     options = EvalOptions(device="cpu", seed=0, use_audit_tolerance=False)
     with PoolEvaluator(options, max_workers=2) as pool:
-        cache = bench.VerdictCache(pool, options)
+        cache = bench.learning.VerdictCache(pool, options)
         variants = bench.hacking_variants_of(problem.name, honest)
         # Two threads on the cache at once, as the pool's two slots allow (the cache is thread-safe).
         with ThreadPoolExecutor(2) as threads:
@@ -100,4 +100,4 @@ def test_the_cache_evaluates_a_text_once_and_needs_a_fixed_seed(judged):
     assert cache.verdict(problem, codes["honest"]) is first
     assert (cache.evaluations, cache.hits) == (evaluations, hits + 2)
     with pytest.raises(ValueError, match="fixed evaluation seed"):
-        bench.VerdictCache(cache.evaluator, EvalOptions(device="cpu"))
+        bench.learning.VerdictCache(cache.evaluator, EvalOptions(device="cpu"))
