@@ -152,7 +152,8 @@ def test_a_non_positive_or_non_numeric_time_is_implausible_timing(bad):
     candidate = honest_candidate()
     candidate.replies["rep"] = {"ms": bad, "host_ms": 1.0}
     measurement.run_timing(run, ScriptedReference(), candidate)
-    assert ViolationCode.IMPLAUSIBLE_TIMING in run.violations
+    assert run.violations[ViolationCode.IMPLAUSIBLE_TIMING].message == (
+        f"a timed call reported {bad!r} ms (host 1.0 ms); times must be positive")
 
 
 def test_a_garbage_rep_reply_is_a_crash_not_an_exception():
@@ -967,7 +968,7 @@ def test_the_paired_pass_runs_only_when_the_blocks_disagree_and_alternates_its_o
     measurement.run_timing(run, reference, candidate)
     pairs = order[20:]
     assert len(pairs) == 2 * 10  # as many pairs as timed candidate round trips (≥ 8)
-    assert pairs[:4] == ["ref", "cand", "cand", "ref"]
+    assert pairs == ["ref", "cand", "cand", "ref"] * 5  # which worker goes first alternates in every pair
     assert candidate.requests.count("observe") == 20  # every paired call's evidence is checked too
 
 
@@ -1035,3 +1036,91 @@ def test_the_pairs_time_as_many_calls_as_the_blocks_besides_their_rechecks(clock
     assert run.violations == {}
     assert len(seeds) == 12 + (9 + 3)  # 9 timed blocks calls -> 9 timed pairs, plus 3 rechecked
     assert candidate.requests.count("keep") == 3 + 3
+
+
+# The pairs' figures, exactly: with a reference whose calls take time on the parent's clock too,
+# every round trip is known, so the estimate, the order and the requests can be checked to the bit.
+
+@dataclass
+class ClockedReference(ScriptedReference):
+    """A scripted reference whose ``rep`` takes its reported time on the fake clock; records every
+    ``rep`` payload, and after `garble_after` reps answers with a malformed ``ms`` (a client's
+    problem may)."""
+
+    clock: FakeClock | None = None
+    rep_payloads: list[dict[str, Any]] = field(default_factory=list)
+    garble_after: int | None = None
+
+    def _reply(self, kind: str, payload: Any) -> dict[str, Any]:
+        reply = super()._reply(kind, payload)
+        if kind == "rep":
+            self.rep_payloads.append(dict(payload))
+            self.clock.advance(reply["ms"] / 1e3)
+            if self.garble_after is not None and len(self.rep_payloads) > self.garble_after:
+                reply["ms"] = "fast"
+        return reply
+
+
+def _bursting_candidate(clock: FakeClock, reps_bursting: int) -> ScriptedCandidate:
+    """Reports 1 ms and takes 1 ms on the clock per call; its first `reps_bursting` calls take 5 ms more
+    (other work landing on the candidate's blocks), so the blocks disagree with its honest report."""
+    calls = []
+
+    def rep(payload: Any) -> dict[str, Any]:
+        calls.append(payload["seed"])
+        clock.advance(0.001 + (0.005 if len(calls) <= reps_bursting else 0.0))
+        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
+
+    return honest_candidate(rep=rep)
+
+
+def test_the_pairs_estimate_is_the_median_difference_plus_the_reference_to_the_bit(clock):
+    # Every pair: candidate 1 ms − reference 1 ms = 0; the estimate is 0 + the reference's 1 ms. A sum
+    # instead of the difference, or a round trip in other units, moves it.
+    run = evaluation(timing_reps=10, timing_blocks=1)
+    reference = ClockedReference(ms=1.0, clock=clock)
+    measurement.run_timing(run, reference, _bursting_candidate(clock, reps_bursting=10))
+    assert ViolationCode.IMPLAUSIBLE_TIMING not in run.violations
+    assert run.timing.wall_clock_estimate_ms == pytest.approx(1.0, abs=1e-6)
+    # The reference's calls in the pairs: the baseline's variant and a fresh seed each.
+    pairs = reference.rep_payloads[10:]
+    assert len(pairs) == 10 and all(set(p) == {"seed", "variant"} and p["variant"] == "eager" for p in pairs)
+    assert len({p["seed"] for p in reference.rep_payloads}) == 20
+
+
+def test_a_wrong_reply_kind_in_the_pairs_names_the_confirmation(clock):
+    candidate = _bursting_candidate(clock, reps_bursting=6)
+    original = candidate.request
+    reps = []
+
+    def wrong(request_kind, payload=None):
+        message = original(request_kind, payload)
+        if request_kind == "rep":
+            reps.append(1)
+            if len(reps) > 6:
+                return Message("surprise", message.payload)
+        return message
+
+    candidate.request = wrong
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_timing(evaluation(timing_reps=6, timing_blocks=1), ClockedReference(clock=clock), candidate)
+    assert failed.value.status == Status.CRASHED
+    assert ("during timing confirmation (exited with code 0): expected a 'rep_done' reply during timing "
+            "confirmation, got 'surprise'") in failed.value.message
+
+
+def test_a_malformed_reference_reply_in_the_pairs_is_the_problems_error(clock):
+    reference = ClockedReference(ms=1.0, clock=clock, garble_after=6)
+    with pytest.raises(ProblemError, match="malformed .*field 'ms'"):
+        measurement.run_timing(evaluation(timing_reps=6, timing_blocks=1), reference,
+                               _bursting_candidate(clock, reps_bursting=6))
+
+
+def test_a_reference_reply_without_the_expected_output_is_the_problems_error():
+    class Outputless(RecheckingReference):
+        def _reply(self, kind, payload):
+            return {} if kind == "expected_for" else super()._reply(kind, payload)
+
+    with pytest.raises(ProblemError, match="malformed 'expected' reply to 'expected_for'.*'expected'"):
+        measurement.run_timing(_seeded(evaluation(timing_rechecks=2)), Outputless(), honest_candidate(
+            keep={"outputs": None}))
