@@ -1,12 +1,19 @@
 """Helpers for the end-to-end tests: real evaluations on the CPU (Triton interpreter).
 
-Every evaluation starts real worker processes (about 4-6 s each on 2 cores, mostly start-up), so
-results are cached per session: tests that assert different properties of the same evaluation share
-one run. Cached results must be treated as read-only.
+A fresh evaluation starts real worker processes (about 4-6 s each on 2 cores, mostly start-up), so
+`run_eval` goes through one warm pool for the whole session (`tritongym.execution.LocalPool`: its fork
+server's workers start in milliseconds, and its verdicts are `evaluate`'s, the same
+`run_evaluation` with another launcher), and its results are cached per session: tests that assert
+different properties of the same evaluation share one run. Cached results must be treated as
+read-only. ``TRITONGYM_E2E_LAUNCHER=spawn`` makes `run_eval` call `evaluate` itself (fresh processes
+every time, as `tests/adversarial/test_corpus.py`'s ``TRITONGYM_CORPUS_LAUNCHER``); the tests that
+are about the fresh path (`test_isolation.py`, `test_clean_room_prestart.py`, the CLI's) ask for it
+(``run_eval(..., fresh=True)``) or call `evaluate` directly.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -14,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tritongym import EvalResult, evaluate
+from tritongym import EvalOptions, EvalRequest, EvalResult, evaluate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROBLEMS = FIXTURES / "problems"
@@ -37,14 +44,29 @@ def candidate(name: str) -> Path:
 
 
 _CACHE: dict[tuple, EvalResult] = {}
+_POOL: list = []
 
 
-def run_eval(name: str, problem: Path = TINY_RELU, **options: Any) -> EvalResult:
-    """Evaluate tests/fixtures/candidates/<name>.py against `problem`, once per session."""
+def _pooled(problem: Path, solution: Path, **options: Any) -> EvalResult:
+    """One evaluation through the session's warm pool (started on first use, closed at exit)."""
+    if os.environ.get("TRITONGYM_E2E_LAUNCHER", "pool") == "spawn":
+        return evaluate(problem, solution, **options)
+    if not _POOL:
+        from tritongym.execution import LocalPool
+
+        _POOL.append(LocalPool(1))
+        atexit.register(_POOL[0].close)
+    return _POOL[0].submit(EvalRequest(problem, solution, EvalOptions(**options))).result()
+
+
+def run_eval(name: str, problem: Path = TINY_RELU, *, fresh: bool = False, **options: Any) -> EvalResult:
+    """Evaluate tests/fixtures/candidates/<name>.py against `problem`, once per session: through the
+    session's pool, or with `fresh` through `evaluate`'s own fresh processes (what a test about the
+    candidate's process itself needs: its environment, its parent, how it was started)."""
     merged = {**E2E_OPTIONS, **options}
-    key = (name, str(problem), tuple(sorted(merged.items())))
+    key = (name, str(problem), fresh, tuple(sorted(merged.items())))
     if key not in _CACHE:
-        _CACHE[key] = evaluate(problem, candidate(name), **merged)
+        _CACHE[key] = (evaluate if fresh else _pooled)(problem, candidate(name), **merged)
     return _CACHE[key]
 
 

@@ -49,7 +49,7 @@ def test_endless_loop_times_out_and_everything_it_started_is_killed(tmp_path, sa
 
 def test_endless_loop_during_import_times_out():
     started = time.monotonic()
-    result = run_eval("relu_import_loop", timeout=4.0)
+    result = run_eval("relu_import_loop", fresh=True, timeout=4.0)
     assert result.status == Status.TIMEOUT
     assert "during import" in result.error
     assert time.monotonic() - started < 4 + 15
@@ -60,7 +60,7 @@ def test_endless_loop_during_import_times_out():
 
 
 def test_os_exit_in_forward_is_a_crash():
-    result = run_eval("relu_os_exit")
+    result = run_eval("relu_os_exit", fresh=True)
     assert result.status == Status.CRASHED
     assert "exited with code 0" in result.error
     assert result.reward == 0.0
@@ -68,17 +68,17 @@ def test_os_exit_in_forward_is_a_crash():
 
 def test_segfault_in_forward_is_a_crash():
     # faulthandler is forbidden: with the policy on the attempt is refused before it crashes...
-    refused = run_eval("relu_segfault", num_trials=1)
+    refused = run_eval("relu_segfault", fresh=True, num_trials=1)
     assert refused.status == Status.INTEGRITY_VIOLATION
     assert [v.code for v in refused.violations] == [ViolationCode.FORBIDDEN_CONSTRUCT]
     # ...and with it off the segfault happens and is a crash verdict.
-    result = run_eval("relu_segfault", num_trials=1, disabled_checks=frozenset({"forbidden_construct"}))
+    result = run_eval("relu_segfault", fresh=True, num_trials=1, disabled_checks=frozenset({"forbidden_construct"}))
     assert result.status == Status.CRASHED
     assert "SIGSEGV" in result.error
 
 
 def test_garbage_on_every_descriptor_is_a_crash_not_a_parse():
-    result = run_eval("relu_garbage_fds")
+    result = run_eval("relu_garbage_fds", fresh=True)
     assert result.status == Status.CRASHED
     assert "during import" in result.error
     assert "exceeds" in result.error  # the bogus frame length was refused, not allocated
@@ -145,7 +145,7 @@ def test_killing_its_parent_cannot_kill_the_evaluator(sandbox):
 
 @pytest.fixture(scope="module")
 def probe():
-    result = run_eval("relu_probe_environment", num_trials=1)
+    result = run_eval("relu_probe_environment", fresh=True, num_trials=1)
     line = next(line for line in result.candidate_log.splitlines() if line.startswith("PROBE "))
     return result, json.loads(line[len("PROBE ") :])
 
@@ -170,7 +170,7 @@ def test_the_evaluator_never_imports_candidate_code(probe):
 
 @pytest.mark.sandbox
 def test_sandboxed_candidate_sees_only_its_job_folder():
-    result = run_eval("relu_probe_environment", num_trials=1, sandbox="bwrap")
+    result = run_eval("relu_probe_environment", fresh=True, num_trials=1, sandbox="bwrap")
     assert result.status == Status.OK and result.sandbox == "bwrap"
     seen = json.loads(
         next(line for line in result.candidate_log.splitlines() if line.startswith("PROBE "))[len("PROBE ") :]
@@ -180,6 +180,6 @@ def test_sandboxed_candidate_sees_only_its_job_folder():
 
 
 def test_unsandboxed_run_says_so():
-    result = run_eval("relu_honest", sandbox="none")
+    result = run_eval("relu_honest", fresh=True, sandbox="none")
     assert result.status == Status.OK and result.sandbox == "none"
     assert any(n.code == "sandbox_disabled" and "without the OS sandbox" in n.message for n in result.notices)
