@@ -1124,3 +1124,14 @@ def test_a_reference_reply_without_the_expected_output_is_the_problems_error():
     with pytest.raises(ProblemError, match="malformed 'expected' reply to 'expected_for'.*'expected'"):
         measurement.run_timing(_seeded(evaluation(timing_rechecks=2)), Outputless(), honest_candidate(
             keep={"outputs": None}))
+
+
+def test_a_wrong_reply_kind_to_keep_names_the_block():
+    candidate = honest_candidate(keep={"outputs": None})
+    original = candidate.request
+    candidate.request = lambda kind, payload=None: (
+        Message("surprise", {}) if kind == "keep" else original(kind, payload))
+    with pytest.raises(CandidateFailed) as failed:
+        measurement.run_timing(_seeded(evaluation(timing_rechecks=6)), RecheckingReference(), candidate)
+    assert ("during timing block 0 (exited with code 0): expected a 'output' reply during timing block 0, "
+            "got 'surprise'") in failed.value.message
