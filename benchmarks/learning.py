@@ -367,8 +367,8 @@ class RLSettings:
     stop_on: str = "never"
     #: more ``GRPOConfig`` fields. TRL's GRPOConfig turns gradient checkpointing on by default: the
     #: backward pass then recomputes every layer's forward, the same values (the same gradients, the
-    #: same run to the last digit, checked on a 2-step run) for memory this 0.8 M-parameter model does
-    #: not need; off, the backward took half the time in the profile (docs/training.md, "Cost").
+    #: same 2-step run to the printed digit, losses and texts) for memory this 0.8 M-parameter model does
+    #: not need (docs/training.md, "Cost": the profile with it on and off).
     extra: dict[str, Any] = field(default_factory=lambda: {"gradient_checkpointing": False})
 
 
