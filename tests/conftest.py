@@ -7,7 +7,8 @@ Tiers (docs/testing.md says what each holds and how long it takes):
   real jailed evaluation or a few, the clean room's attack families one case each); never a test
   marked ``slow``. A new test falls in by its folder: fast folders run it by default, the others
   (whole evaluations, corpora, real servers and pools) only in the full run.
-* the full run (``python -m pytest --full``, what ``.ci/run`` runs): everything.
+* the full run (``python -m pytest --full``; ``.ci/run`` adds ``-n 2 --dist loadfile``, two test
+  processes): everything.
 The tier is not applied to tests picked by hand: files or node ids named on the command line, or a
 ``-m``/``-k`` expression, select exactly what they say.
 
