@@ -185,8 +185,53 @@ def test_glue_below_the_reference_work_is_not_a_fallback():
     assert run._judge_replay(record, payload) is True and run.violations == {}
 
 
-@pytest.mark.parametrize("field, value", [("work", [-1, 0]), ("work", ["1", 0]), ("moved", [-1, 0]),
-                                          ("moved", [0, 1.0]), ("compute_ops", "aten::mul"), ("work", None)])
+RAW_COMPUTE = [["aten::add", 512], ["aten::mul", 256], ["aten::exp", 128], ["aten::div", 64], ["aten::sum", 32]]
+
+
+def test_arithmetic_the_room_saw_on_the_inputs_floats_is_a_fallback_whatever_it_cost():
+    # The room reports PyTorch arithmetic on the problem's values before any kernel wrote them
+    # (`cleanroom.worker`'s raw_compute): a fallback even below every work threshold, the room's
+    # first four ops named.
+    record = vector_trial()
+    run = evaluation()
+    payload = {**replayed(record.expected.clone()), "raw_compute": RAW_COMPUTE}
+    assert run._judge_replay(record, payload) is False
+    assert run.violations == {ViolationCode.PYTORCH_FALLBACK: Violation(
+        ViolationCode.PYTORCH_FALLBACK,
+        "trial 3, measured in the clean room: PyTorch computed on the inputs' (or the model state's) floating-point "
+        "values before any kernel wrote them (aten::add reading 512 elements, aten::mul reading 256 elements, "
+        "aten::exp reading 128 elements, aten::div reading 64 elements). Views, copies, allocations and work on "
+        "integer metadata are glue; arithmetic on the problem's data is its work: write it in the solution's Triton "
+        "kernels")}
+    # Its honest twin: the same replay with no such arithmetic passes.
+    honest = evaluation()
+    assert honest._judge_replay(record, {**replayed(record.expected.clone()), "raw_compute": []}) is True
+    assert honest.violations == {}
+
+
+def test_a_room_that_saw_raw_arithmetic_stops_the_exchange_at_that_trial(room_for):
+    def raw(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        return "replayed", {**replayed(payload["inputs"][0] * 2), "raw_compute": [["aten::mul", 256]]}
+
+    run = evaluation()
+    doubling_records(run)
+    room = room_for(raw)
+    run.run_clean_room(room.start)
+    assert list(run.violations) == [ViolationCode.PYTORCH_FALLBACK]
+    assert "(aten::mul reading 256 elements)" in run.violations[ViolationCode.PYTORCH_FALLBACK].message
+    assert room.kinds() == ["state", "replay", "exit"]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("work", [-1, 0]), ("work", ["1", 0]), ("moved", [-1, 0]), ("moved", [0, 1.0]), ("compute_ops", "aten::mul"),
+    ("work", None),
+    # raw_compute: a list of [op, elements read] pairs, nothing else
+    ("raw_compute", {}), ("raw_compute", "aten::add"), ("raw_compute", [[1, 6]]), ("raw_compute", [["aten::add"]]),
+    ("raw_compute", [["aten::add", 6, 1]]), ("raw_compute", [["aten::add", 6.0]]),
+    ("raw_compute", [["aten::add", True]]),
+])
 def test_a_malformed_work_report_is_a_protocol_error(field, value):
     from tritongym.evaluator.common.channel import ProtocolError
 
@@ -211,8 +256,10 @@ class RoomProcess:
 
     def __init__(self) -> None:
         self.released = False
+        self.graces: list[Any] = []
 
     def wait_exit(self, grace: float) -> str:
+        self.graces.append(grace)
         return "exited with code 1"
 
     def release(self) -> None:
@@ -495,6 +542,87 @@ def _configs(run: _Evaluation, per_trial: list[list[tuple[str, int]]]) -> None:
         record.configs = configs
 
 
+def test_a_room_that_dies_on_fresh_inputs_crashes_naming_that_trial_and_phase(room_for):
+    def room_answer(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        if not any(torch.equal(r.inputs[0], payload["inputs"][0]) for r in run.records):
+            return None  # the room's channel closes on inputs the candidate never saw
+        return "replayed", replayed(payload["inputs"][0] * 2)
+
+    run = evaluation()
+    doubling_records(run, logs=[_scalars_log(i, 70) for i in range(5)])  # every trial over its budget
+    room = room_for(room_answer)
+    with pytest.raises(CandidateFailed) as failed:
+        run.run_clean_room(room.start, reference=FreshReference())
+    assert failed.value.status == Status.CRASHED
+    # the trials go to fresh inputs in order: trial 0 first
+    assert "launch log (trial 0 on fresh inputs: exited with code 1)" in failed.value.message
+    assert len(room.process.graces) == 1 and 0 < room.process.graces[0] <= 5
+    assert room.process.released
+
+
+@pytest.mark.parametrize("logs, fresh", [
+    # One flag that differs between trials is one bit: enough to pick one of two answers kept on
+    # the host, so every replayed trial is replayed on fresh inputs too.
+    ([_launch_log([t == 2], {}) for t in range(5)], 4),
+    # Two varying floats are 128 bits, exactly the budget of 256 float outputs: only the replayed
+    # trials need fresh inputs (they vary); the trial not replayed carries no more than it may.
+    ([_scalars_log(t, 2) for t in range(5)], 4),
+    # Three are 192 bits, over it: that trial is replayed on fresh inputs as well.
+    ([_scalars_log(t, 3) for t in range(5)], 5),
+])
+def test_which_trials_are_replayed_on_fresh_inputs(room_for, logs, fresh):
+    run = evaluation()
+    doubling_records(run, logs=logs)
+    assert replays.value_budget_bits(run.records[0].expected) == 128
+    reference = FreshReference()
+    room = room_for(honest_room)
+    run.run_clean_room(room.start, reference=reference)
+    assert run.violations == {}
+    assert _replays(room, run) == (4, fresh) and len(reference.calls) == fresh
+
+
+def test_a_config_run_by_one_trial_only_wrong_on_fresh_inputs_is_a_wrong_trial_not_host_data(room_for):
+    # Trial 4 alone ran config 1 (its own grid and block size): with no trial of its config to
+    # compare it with whole, it is compared with the others by its arguments, which are theirs.
+    # So it carries nothing from the host, and failing on fresh inputs is a wrong program.
+    run = evaluation()
+    doubling_records(run, logs=[_launch_log([1.0], {"BLOCK": 16})] * 4 + [_launch_log([1.0], {"BLOCK": 32}, grid=8)])
+    _configs(run, [[("k", 0)]] * 4 + [[("k", 1)]])
+    room = room_for(_stale_room(run, stale={4}))
+    run.run_clean_room(room.start, reference=FreshReference())
+    assert run.violations == {}
+    failed = [t for t in run.trials if not t.passed]
+    assert [t.index for t in failed] == [4] and "replayed in the clean room on fresh inputs" in failed[0].message
+
+
+def test_an_answer_larger_than_the_default_frame_cap_comes_back_from_the_room(room_for):
+    # Each reply is bounded by the trial's own expected outputs (twice, plus slack), not by the
+    # channel's default cap: an outer product's answer, larger than that cap, is still received.
+    from tritongym.evaluator.common.channel import DEFAULT_MAX_MESSAGE_BYTES
+
+    side = int((DEFAULT_MAX_MESSAGE_BYTES / 4) ** 0.5) + 8  # float32 elements: just over the cap
+    generator = torch.Generator().manual_seed(5)
+    a, b = torch.rand(side, generator=generator) + 1, torch.rand(side, generator=generator) + 1
+
+    def outer(kind, payload):
+        if kind == "state":
+            return "state_set", {}
+        return "replayed", replayed(torch.outer(*payload["inputs"]))
+
+    run = evaluation(precision_policy="off")
+    for index in range(2):  # the same log twice: nothing varies, nothing for fresh inputs
+        run.records.append(replays.TrialRecord(index=index, family="get_inputs", inputs=[a, b],
+                                               expected=torch.outer(a, b), compute_work=(0, 0),
+                                               log={"events": [], "buffers": []}))
+    assert run.records[0].expected.numel() * 4 > DEFAULT_MAX_MESSAGE_BYTES
+    room = room_for(outer)
+    run.run_clean_room(room.start)
+    assert run.violations == {}
+    assert room.kinds() == ["state", "replay", "replay", "exit"]
+
+
 def test_trials_that_ran_the_same_autotune_configs_are_compared_whole():
     # Block sizes and grids follow the config: 70 keyword values that differ between configs are
     # not host data, as long as each trial is compared with the trials that ran its own config.
@@ -623,6 +751,8 @@ def test_a_room_that_breaks_the_protocol_crashes_or_times_out_and_is_released(ro
         run.run_clean_room(room.start)
     assert failed.value.status == status
     assert words in failed.value.message
+    if status == Status.CRASHED:  # a room that closed its channel but lingers is waited for, not forever
+        assert len(room.process.graces) == 1 and 0 < room.process.graces[0] <= 5
     assert room.process.released
 
 
