@@ -19,10 +19,23 @@ from .helpers import TINY_RELU, candidate
 def test_the_clean_room_spends_the_evaluations_one_budget():
     fits = tritongym.evaluate(TINY_RELU, candidate("relu_slow_loop"), device="cpu", timeout=120)
     assert fits.status == Status.OK, fits.error
-    trials, room = fits.phase_seconds["trials"], fits.phase_seconds["clean_room"]
-    assert room > 2.0, fits.phase_seconds  # the replays are as slow as the forwards
+    assert fits.phase_seconds["clean_room"] > 2.0, fits.phase_seconds  # the replays are as slow as the forwards
     # A budget between the trials' time and the trials' and the clean room's together: each part
-    # alone fits it, both do not (half the clean room's time of margin on either side).
-    tight = tritongym.evaluate(TINY_RELU, candidate("relu_slow_loop"), device="cpu", timeout=trials + room / 2)
+    # alone fits it, both do not (half the clean room's time of margin on either side). The budget
+    # comes from the last run's phases; the machine's load can change between two runs (the full
+    # tier runs two test processes), so a run that came out faster is tried again with a budget from
+    # its own phases, after checking that it fit the one budget: both parts within it together, which
+    # per-process budgets would not have required.
+    measured = fits
+    for _ in range(3):
+        trials, room = measured.phase_seconds["trials"], measured.phase_seconds["clean_room"]
+        budget = trials + room / 2
+        tight = tritongym.evaluate(TINY_RELU, candidate("relu_slow_loop"), device="cpu", timeout=budget)
+        if tight.status == Status.TIMEOUT:
+            break
+        assert tight.status == Status.OK, (tight.status, tight.error)
+        spent = tight.phase_seconds["trials"] + tight.phase_seconds["clean_room"]
+        assert spent <= budget + 1.0, (spent, budget, tight.phase_seconds)
+        measured = tight
     assert tight.status == Status.TIMEOUT, (tight.status, tight.error, tight.phase_seconds, fits.phase_seconds)
     assert tight.reward == 0
