@@ -912,9 +912,11 @@ def clock(monkeypatch) -> FakeClock:
     return fake
 
 
-def _sleeping_candidate(clock: FakeClock, sleep_s: float, reps_sleeping: int | None) -> ScriptedCandidate:
-    """Reports 1 ms per call; its first `reps_sleeping` calls (all, when None) take `sleep_s` of wall time."""
-    calls = []
+def _sleeping_candidate(clock: FakeClock, sleep_s: float, reps_sleeping: int | None,
+                        seeds: list[int] | None = None, **replies: Any) -> ScriptedCandidate:
+    """Reports 1 ms per call; its first `reps_sleeping` calls (all, when None) take `sleep_s` of wall time.
+    Each call's seed is appended to `seeds` (when given); `replies` replace other request kinds' replies."""
+    calls = [] if seeds is None else seeds
 
     def rep(payload: Any) -> dict[str, Any]:
         calls.append(payload["seed"])
@@ -922,7 +924,7 @@ def _sleeping_candidate(clock: FakeClock, sleep_s: float, reps_sleeping: int | N
             clock.advance(sleep_s)
         return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
 
-    return honest_candidate(rep=rep)
+    return honest_candidate(rep=rep, **replies)
 
 
 def test_a_burst_that_lands_on_the_candidates_blocks_alone_is_not_implausible_timing(clock):
@@ -1001,17 +1003,11 @@ def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks(clock
     run = _seeded(evaluation(timing_reps=6, timing_blocks=1, timing_rechecks=2))
     seeds: list[int] = []
 
-    def rep(payload: Any) -> dict[str, Any]:
-        seeds.append(payload["seed"])
-        if len(seeds) <= 6:
-            clock.advance(0.008)
-        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
-
     def keep(payload: Any) -> dict[str, Any]:
         computed = len(seeds) <= 6
         return {"outputs": torch.full((4,), float(seeds[-1] % 7) if computed else 0.0)}
 
-    candidate = honest_candidate(rep=rep, keep=keep)
+    candidate = _sleeping_candidate(clock, 0.008, 6, seeds, keep=keep)
     measurement.run_timing(run, RecheckingReference(ms=1.0), candidate)
     assert len(seeds) > 6, "the blocks did not disagree, so no pair pass ran"
     violation = run.violations[ViolationCode.TIMED_OUTPUT_MISMATCH]
@@ -1020,18 +1016,12 @@ def test_skipping_the_work_in_the_pairs_is_caught_by_their_secret_rechecks(clock
 
 
 def test_the_pairs_time_as_many_calls_as_the_blocks_besides_their_rechecks(clock):
-    run = _seeded(evaluation(timing_reps=12, timing_blocks=1, timing_rechecks=3))
-    seeds: list[int] = []
-
-    def rep(payload: Any) -> dict[str, Any]:
-        seeds.append(payload["seed"])
-        if len(seeds) <= 12:
-            clock.advance(0.006)  # a burst on the blocks alone
-        return {"ms": 1.0, "host_ms": 1.0, "tail_ms": 0.0, "charged": False}
-
     import torch
 
-    candidate = honest_candidate(rep=rep, keep=lambda payload: {"outputs": torch.full((4,), float(seeds[-1] % 7))})
+    run = _seeded(evaluation(timing_reps=12, timing_blocks=1, timing_rechecks=3))
+    seeds: list[int] = []
+    candidate = _sleeping_candidate(clock, 0.006, 12, seeds,  # a burst on the blocks alone
+                                    keep=lambda payload: {"outputs": torch.full((4,), float(seeds[-1] % 7))})
     measurement.run_timing(run, RecheckingReference(ms=1.0), candidate)
     assert run.violations == {}
     assert len(seeds) == 12 + (9 + 3)  # 9 timed blocks calls -> 9 timed pairs, plus 3 rechecked
