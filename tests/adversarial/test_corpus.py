@@ -23,11 +23,10 @@ tests (tests/sandbox/, tests/execution/) cover each process set-up's boundary.
 
 from __future__ import annotations
 
-import atexit
-import os
 import time
 
 import pytest
+from tests.session_pool import evaluate_in_session_pool
 
 import tritongym
 from tritongym import Status
@@ -68,19 +67,8 @@ def _params() -> list:
     return params
 
 
-_POOL: list = []
-
-
 def _evaluate(problem, solution, **options) -> tritongym.EvalResult:
-    if os.environ.get("TRITONGYM_CORPUS_LAUNCHER", "pool") == "spawn":
-        return tritongym.evaluate(problem, solution, **options)
-    if not _POOL:
-        from tritongym.execution import LocalPool
-
-        _POOL.append(LocalPool(1))
-        atexit.register(_POOL[0].close)
-    request = tritongym.EvalRequest(problem, solution, tritongym.EvalOptions(**options))
-    return _POOL[0].submit(request).result()
+    return evaluate_in_session_pool(problem, solution, launcher_variable="TRITONGYM_CORPUS_LAUNCHER", **options)
 
 
 def run_case(case: Case) -> tritongym.EvalResult:

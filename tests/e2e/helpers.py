@@ -1,9 +1,9 @@
 """Helpers for the end-to-end tests: real evaluations on the CPU (Triton interpreter).
 
 A fresh evaluation starts real worker processes (about 4-6 s each on 2 cores, mostly start-up), so
-`run_eval` goes through one warm pool for the whole session (`tritongym.execution.LocalPool`: its fork
-server's workers start in milliseconds, and its verdicts are `evaluate`'s, the same
-`run_evaluation` with another launcher), and its results are cached per session: tests that assert
+`run_eval` goes through one warm pool for the whole session (`tests/session_pool.py`: a
+`tritongym.execution.LocalPool`, whose fork server's workers start in milliseconds, and whose verdicts
+are `evaluate`'s, the same `run_evaluation` with another launcher), and its results are cached per session: tests that assert
 different properties of the same evaluation share one run. Cached results must be treated as
 read-only. ``TRITONGYM_E2E_LAUNCHER=spawn`` makes `run_eval` call `evaluate` itself (fresh processes
 every time, as `tests/adversarial/test_corpus.py`'s ``TRITONGYM_CORPUS_LAUNCHER``); the tests that
@@ -13,7 +13,6 @@ are about the fresh path (`test_isolation.py`, `test_clean_room_prestart.py`, th
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import subprocess
@@ -21,7 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tritongym import EvalOptions, EvalRequest, EvalResult, evaluate
+from tests.session_pool import evaluate_in_session_pool
+
+from tritongym import EvalResult, evaluate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROBLEMS = FIXTURES / "problems"
@@ -44,19 +45,10 @@ def candidate(name: str) -> Path:
 
 
 _CACHE: dict[tuple, EvalResult] = {}
-_POOL: list = []
 
 
 def _pooled(problem: Path, solution: Path, **options: Any) -> EvalResult:
-    """One evaluation through the session's warm pool (started on first use, closed at exit)."""
-    if os.environ.get("TRITONGYM_E2E_LAUNCHER", "pool") == "spawn":
-        return evaluate(problem, solution, **options)
-    if not _POOL:
-        from tritongym.execution import LocalPool
-
-        _POOL.append(LocalPool(1))
-        atexit.register(_POOL[0].close)
-    return _POOL[0].submit(EvalRequest(problem, solution, EvalOptions(**options))).result()
+    return evaluate_in_session_pool(problem, solution, launcher_variable="TRITONGYM_E2E_LAUNCHER", **options)
 
 
 def run_eval(name: str, problem: Path = TINY_RELU, *, fresh: bool = False, **options: Any) -> EvalResult:
