@@ -6,9 +6,10 @@ A fresh evaluation starts real worker processes (about 4-6 s each on 2 cores, mo
 verdicts are `evaluate`'s, the same `run_evaluation` with another launcher), and its results are
 cached per session: tests that assert different properties of the same evaluation share one run.
 Cached results must be treated as read-only. ``TRITONGYM_E2E_LAUNCHER=spawn`` makes `run_eval`
-call `evaluate` itself (fresh processes every time, as `tests/adversarial/test_corpus.py`'s ``TRITONGYM_CORPUS_LAUNCHER``); the tests that
-are about the fresh path (`test_isolation.py`, `test_clean_room_prestart.py`, the CLI's) ask for it
-(``run_eval(..., fresh=True)``) or call `evaluate` directly.
+call `evaluate` itself (fresh processes every time, as `tests/adversarial/test_corpus.py`'s
+``TRITONGYM_CORPUS_LAUNCHER``); the tests that are about the fresh path (`test_isolation.py`,
+`test_clean_room_prestart.py`, the CLI's) ask for it (``run_eval(..., fresh=True)``) or call
+`evaluate` directly.
 """
 
 from __future__ import annotations
