@@ -8,13 +8,18 @@ outputs, provenance, the parent's comparison) must still leave it without reward
 
 Attacks that only the first line stops are listed as strict xfails: the residual risk in
 docs/integrity.md, noticed automatically if a deeper check ever closes them.
+
+Like the corpus, every case runs through the test process's warm `LocalPool` (candidates forked
+from a jailed fork server, the path RL training uses, and a harder place to attack from: the
+attack's siblings are the next cases), or in fresh processes through `tritongym.evaluate` with
+``TRITONGYM_CORPUS_LAUNCHER=spawn``.
 """
 
 from __future__ import annotations
 
 import pytest
+from tests.session_pool import evaluate_in_session_pool
 
-import tritongym
 from tritongym import Status
 
 from .corpus import case_paths, load_problem, parse_case
@@ -90,7 +95,8 @@ def test_deeper_checks_hold_without_the_first_line(case_id):
     if case.device == "gpu":
         pytest.skip("GPU case")
     options = {"num_trials": 2, **case.options, "disabled_checks": frozenset({"forbidden_construct"})}
-    result = tritongym.evaluate(load_problem(case.problem), case.path, device="cpu", **options)
+    result = evaluate_in_session_pool(load_problem(case.problem), case.path, device="cpu",
+                                      launcher_variable="TRITONGYM_CORPUS_LAUNCHER", **options)
     assert result.reward == 0, f"{case_id} got reward {result.reward} once the first line was off: {result.status}"
     expected = DEEPER.get(case_id)
     if isinstance(expected, Status):

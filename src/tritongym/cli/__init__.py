@@ -42,12 +42,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.server = local_server.url
     if getattr(args, "server", None):  # --server URL: evaluate on a tritongym service (service/cli.py)
         return cmd_eval_remote(args)
-    from tritongym.evaluator import evaluate
     from tritongym.tasks import find_problem
 
     if not Path(args.solution).is_file():
         print(f"tritongym eval: solution file not found: {args.solution}", file=sys.stderr)
         return EXIT_USAGE
+    options = options_from(args)  # an invalid option is refused before the problem is loaded and sized
     if args.id:  # --problem SOURCE --id ID
         problem = find_problem(args.id, args.problem)
     else:
@@ -61,7 +61,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(json.dumps({"problem": refused[0][0], "refused": refused[0][1], "problem_size": size}))
         print(f"tritongym eval: not evaluated: {refused[0][1]}", file=sys.stderr)
         return EXIT_USAGE
-    result = evaluate(kept[0], Path(args.solution), options_from(args))
+    from tritongym.evaluator import evaluate
+
+    result = evaluate(kept[0], Path(args.solution), options)
     print(result.to_json() if args.json else result.summary())
     return EXIT_OK
 
@@ -84,15 +86,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"tritongym run: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return EXIT_USAGE
     options = options_from(args)
-    from tritongym.evaluator.parent import resolve_device
-
-    resolve_device(options.device)  # --device cuda without CUDA: refused once, with eval's message (OptionsError)
     paired, missing = pair_solutions(problems, solutions)
     if not paired:
         print(f"tritongym run: no solution in {solutions} matches any of the {len(problems)} problems "
               "(expected files named like the problems, e.g. 19_ReLU.py or level1/19_ReLU.py, or KernelBench's "
               "level_1_problem_19_sample_0_kernel.py)", file=sys.stderr)
         return EXIT_USAGE
+    from tritongym.evaluator.parent import resolve_device
+
+    resolve_device(options.device)  # --device cuda without CUDA: refused once, with eval's message (OptionsError)
     size = resolve_size(args, "run")
     matched = list({job.problem.problem_id: job.problem for job in paired}.values())
     kept, refused = problems_at_size(matched, size, "run", memory_limit_gb=args.memory_limit_gb,

@@ -326,7 +326,9 @@ def _measure(prober: Any, problem: Problem, budget: CpuBudget) -> Any:
     cannot follow it and its inputs and parameters (when known) are within the hard budget. When the
     real run fails too (over `REAL_PROBE_ALLOWANCE`, too slow), the meta estimate comes back with both
     reasons in its error."""
-    estimate = prober.estimate(problem)
+    from tritongym.bench.audit.probe import meta_estimate
+
+    estimate = meta_estimate(prober, problem)
     if not _meta_blind(estimate):
         return estimate
     if estimate.input_bytes is not None and estimate.input_bytes + (estimate.param_bytes or 0) > budget.hard_bytes:

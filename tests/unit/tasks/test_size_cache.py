@@ -105,3 +105,38 @@ def test_an_estimate_with_an_error_is_not_kept_and_cache_false_reads_nothing(cac
     monkeypatch.setattr(probe, "_Prober", _NoProbe)
     with pytest.raises(AssertionError, match="probe was started"):
         probe.estimate_sizes([PROBLEM], cache=False)
+
+
+USER_PROBLEM = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 125)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_cpu_sizing_of_a_problem_file_probes_it_once_across_processes(cache, monkeypatch):
+    """`tritongym eval --problem mine.py` sizes the file in each new process: the second process reads
+    the estimate the first kept (its in-process memo, `sizing._computed`, is cleared to stand for it)."""
+    from tritongym.tasks import sizing
+
+    mine = tritongym.Problem.from_source(USER_PROBLEM, name="mine")
+    probed = []
+    real = probe._Prober.estimate
+    monkeypatch.setattr(probe._Prober, "estimate", lambda self, p, **kw: probed.append(p.name) or real(self, p, **kw))
+    monkeypatch.setattr(sizing, "_computed", {})
+    first = sizing.sizing_records([mine])[mine.content_hash]
+    assert probed == ["mine"] and (cache / f"{mine.content_hash}.json").is_file()
+    monkeypatch.setattr(sizing, "_computed", {})
+    again = sizing.sizing_records([mine])[mine.content_hash]
+    assert probed == ["mine"] and again == first and first.status == sizing.SizingStatus.UNCHANGED
