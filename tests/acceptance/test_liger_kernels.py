@@ -8,6 +8,10 @@ op's own forward function, and evaluates it on the CPU (Triton's interpreter) ag
 reference ``Model`` written here. Every one is honest and must get ``ok`` with no violation. Each
 case names the Liger function it runs and what it exercises.
 
+The cases run through the test process's warm `LocalPool` (the path RL training uses), or in fresh
+processes through `tritongym.evaluate` with ``TRITONGYM_ACCEPTANCE_LAUNCHER=spawn``; unsloth's kernel
+(`test_unsloth_kernels.py`) keeps the fresh route for public code in every run.
+
 Run with the package installed (``.ci/run`` installs ``liger-kernel==0.8.5 --no-deps``); without
 it the module is skipped with the reason.
 """
@@ -18,8 +22,8 @@ import textwrap
 from dataclasses import dataclass
 
 import pytest
+from tests.session_pool import evaluate_in_session_pool
 
-import tritongym
 from tritongym import Problem, Status
 
 from . import liger
@@ -443,7 +447,8 @@ class ModelNew(nn.Module):
 def test_liger_kernel_verdict(case: Case):
     problem = Problem.from_source(case.problem, name=f"liger_{case.op}")
     solution = liger.solution(case.op, case.model_new)
-    result = tritongym.evaluate(problem, solution, device="cpu", num_trials=1, timeout=170)
+    result = evaluate_in_session_pool(problem, solution, launcher_variable="TRITONGYM_ACCEPTANCE_LAUNCHER",
+                                      device="cpu", num_trials=1, timeout=170)
     detail = (case.op, case.source, result.status, result.error, [str(v.code) for v in result.violations])
     assert result.status == Status.OK, detail
     assert result.reward > 0 and result.violations == [], detail
