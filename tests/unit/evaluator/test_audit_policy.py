@@ -9,6 +9,7 @@ is installed after the fork, in the scenario's process only.
 
 from __future__ import annotations
 
+import atexit
 import json
 import subprocess
 import sys
@@ -61,26 +62,31 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module", autouse=True)
-def driver():
-    process = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
-    _DRIVER.append(process)
-    yield process
-    _DRIVER.remove(process)
+_DRIVER: list[subprocess.Popen] = []
+
+
+def _driver() -> subprocess.Popen:
+    """The test process's forking driver (this module's and test_audit_policy_codegen.py's), started
+    on first use, again if it died, and ended at exit."""
+    if not _DRIVER or _DRIVER[0].poll() is not None:
+        process = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+        _DRIVER[:] = [process]
+        atexit.register(_close, process)
+    return _DRIVER[0]
+
+
+def _close(process: subprocess.Popen) -> None:
     process.stdin.close()
     process.wait(timeout=60)
     process.stdout.close()
-
-
-_DRIVER: list[subprocess.Popen] = []
 
 
 def run(tmp_path: Path, candidate: str, enforce: bool = True) -> dict:
     path = tmp_path / "candidate.py"
     path.write_text(textwrap.dedent(candidate))
     report, errors = tmp_path / "report.json", tmp_path / "stderr.txt"
-    process = _DRIVER[0]
+    process = _driver()
     process.stdin.write(json.dumps([str(path), enforce, str(report), str(errors)]) + "\n")
     process.stdin.flush()
     exit_code = process.stdout.readline().strip()

@@ -4,8 +4,8 @@
 the run-time policy used to blame the candidate for "compile <string>". Each honest scenario must
 run with nothing refused; each attack (the candidate's own exec, text smuggled into a generator
 through its field names or through anything the candidate can rebind, a generator's exec site
-called directly) must still be refused. Every scenario imports a candidate file in a fresh
-interpreter that installs the policy first, as the worker does (see test_audit_policy.py).
+called directly) must still be refused. Every scenario imports a candidate file in its own process
+that installs the policy first, as the worker does (forked from test_audit_policy.py's driver).
 """
 
 from __future__ import annotations
