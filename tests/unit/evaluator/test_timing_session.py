@@ -263,9 +263,17 @@ def test_a_cpu_timer_with_a_clock_still_neither_holds_nor_measures_dispatch():
     assert timer.dispatch_ms(fake.model(), lambda: []) == 0.0 and fake.calls == []
 
 
-def test_warm_up_stops_at_its_budget_in_milliseconds():
-    calls = RepTimer(torch.device("cpu")).warm_up(lambda: time.sleep(0.001), lambda: [], budget_ms=5.0, min_calls=1)
-    assert 2 <= calls < 100
+def test_warm_up_stops_at_its_budget_in_milliseconds(monkeypatch):
+    """A call takes 1 ms on a fake clock, so a 5 ms budget is exactly 5 calls (as seconds it would be
+    10,000, as microseconds 1). A real sleep made this flaky: a loaded machine can take 5 ms to wake."""
+    ticks = [0]
+    monkeypatch.setattr(timing, "_perf_counter", lambda: ticks[0] / 1e3)
+    calls = RepTimer(torch.device("cpu")).warm_up(lambda: ticks.__setitem__(0, ticks[0] + 1), lambda: [],
+                                                  budget_ms=5.0, min_calls=1)
+    assert calls == 5
+    ticks[0] = 0
+    assert RepTimer(torch.device("cpu")).warm_up(lambda: ticks.__setitem__(0, ticks[0] + 1), lambda: [],
+                                                 budget_ms=5.0, min_calls=8) == 8
 
 
 def test_a_variant_that_fails_to_build_is_dropped_and_named_with_its_exception(sends):
