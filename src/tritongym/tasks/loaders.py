@@ -259,7 +259,8 @@ def is_hub_id(spec: str | Path) -> bool:
 
 def cache_root() -> Path:
     """tritongym's cache: ``$TRITONGYM_CACHE_DIR``, else ``$XDG_CACHE_HOME/tritongym``, else
-    ``~/.cache/tritongym`` (hub snapshots in ``datasets/``, the pre-flight's size estimates in ``sizes/``)."""
+    ``~/.cache/tritongym`` (hub snapshots in ``datasets/``, the meta-device size estimates the pre-flight and the CPU
+    sizing share in ``sizes/``)."""
     import os
 
     root = os.environ.get("TRITONGYM_CACHE_DIR")
