@@ -126,6 +126,16 @@ def test_runtime_error_traceback_has_only_candidate_frames_with_their_lines():
         assert internal not in result.error
 
 
+@pytest.mark.parametrize("fresh", [False, True], ids=["pool", "fresh"])
+def test_an_allocation_over_the_memory_limit_is_a_runtime_error_that_names_the_limit(fresh):
+    """Under the address-space cap the allocator says only "can't allocate memory": the error adds
+    which limit it met and what to do, on both routes (a forked and a fresh candidate worker)."""
+    result = run_eval("relu_over_memory_limit", fresh=fresh, memory_limit_gb=2.0)
+    assert_verdict_shape(result, Status.RUNTIME_ERROR)
+    assert "can't allocate memory" in result.error
+    assert "memory limit of 2 GiB (memory_limit_gb); allocate less" in result.error
+
+
 # -- incorrect -------------------------------------------------------------------------------------
 
 

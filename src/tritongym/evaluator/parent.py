@@ -42,7 +42,7 @@ from tritongym.evaluator.interpreter_gaps import interpreter_gaps
 from tritongym.evaluator.jail.cgroups import Cgroup, create_cgroup
 from tritongym.evaluator.jail.sandbox import ResourceLimits, WorkerProcess, resolve_mode, spawn_worker
 from tritongym.evaluator.options import EvalOptions
-from tritongym.evaluator.reference import ReferenceRunner, ReferenceTrial
+from tritongym.evaluator.reference import ALLOCATION_FAILURES, ReferenceRunner, ReferenceTrial
 from tritongym.evaluator.result import (
     EvalResult,
     KernelLaunches,
@@ -202,6 +202,12 @@ class _Evaluation:
             self.note_interpreter_limit(", ".join(dict.fromkeys(interpreter_gaps(self.solution_source))))
             return CandidateFailed(Status.UNSUPPORTED, f"{phase}: {text}")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
+        if status == Status.RUNTIME_ERROR and any(marker in text for marker in ALLOCATION_FAILURES):
+            # Under the address-space cap an allocation fails with the allocator's own words, which
+            # never say that a cap exists (the cgroup's kill is named by the worker's exit instead).
+            text += (f"\n(an allocation failed: every process of this evaluation has a memory limit of "
+                     f"{self.options.memory_limit_gb:g} GiB (memory_limit_gb); allocate less, e.g. reuse "
+                     "buffers, write into the output or work in blocks)")
         return CandidateFailed(status, f"{phase}: {text}")
 
     def note_interpreter_limit(self, detail: str) -> None:

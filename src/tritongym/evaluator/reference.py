@@ -75,7 +75,9 @@ class ReferenceOverMemory(ProblemError):
 
 #: What an allocation that the address-space cap refused looks like in a worker's error text
 #: (Python's MemoryError; torch's CPU allocator; numpy's).
-_ALLOCATION_FAILURES = ("MemoryError", "can't allocate memory", "Unable to allocate", "std::bad_alloc",
+#: Texts of a failed allocation (Python, torch's CPU allocator, numpy, C++, the OS): a process under an
+#: address-space cap (`RLIMIT_AS`) fails an allocation with one of these instead of being killed.
+ALLOCATION_FAILURES = ("MemoryError", "can't allocate memory", "Unable to allocate", "std::bad_alloc",
                         "Cannot allocate memory")
 
 
@@ -251,7 +253,7 @@ class ReferenceRunner:
             return None
         if self._cgroup is not None and self._cgroup.memory_exceeded():
             return "its processes reached the cap and the kernel refused or killed within them"
-        if any(marker in text for marker in _ALLOCATION_FAILURES):
+        if any(marker in text for marker in ALLOCATION_FAILURES):
             return "an allocation failed at the cap"
         return None
 

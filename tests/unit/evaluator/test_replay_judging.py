@@ -906,3 +906,21 @@ def test_identical_outputs_means_the_same_bytes_in_the_same_structure():
     assert not identical_outputs(x, None) and not identical_outputs(None, x)
     assert not identical_outputs(1.0, 1.0)  # not a tensor: reviewed on its own
     assert not identical_outputs(torch.nn.Parameter(x), x)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+     "you tried to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)", True),
+    ("MemoryError", True),
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 8.00 GiB for an array", True),
+    ("ValueError: shapes do not match", False),
+])
+def test_a_failed_allocation_names_the_memory_limit_and_other_errors_do_not(text, named):
+    """Under `RLIMIT_AS` the allocator's words never say that a cap exists: the error says which and
+    what to do. The status stays the candidate's runtime error; other errors are left as they were."""
+    from tritongym.evaluator.common.channel import Message
+
+    failure = evaluation(memory_limit_gb=2.5)._fail_from_reply(
+        Message("error", {"kind": "runtime_error", "message": text}), "trial 1")
+    assert failure.status == Status.RUNTIME_ERROR and failure.message.startswith(f"trial 1: {text}")
+    assert ("memory limit of 2.5 GiB (memory_limit_gb)" in failure.message) is named
