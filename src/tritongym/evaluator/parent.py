@@ -202,9 +202,11 @@ class _Evaluation:
             self.note_interpreter_limit(", ".join(dict.fromkeys(interpreter_gaps(self.solution_source))))
             return CandidateFailed(Status.UNSUPPORTED, f"{phase}: {text}")
         status = Status.COMPILE_ERROR if kind == "compile_error" else Status.RUNTIME_ERROR
-        if status == Status.RUNTIME_ERROR and any(marker in text for marker in ALLOCATION_FAILURES):
+        if status == Status.RUNTIME_ERROR and any(marker in text for marker in ALLOCATION_FAILURES) and (
+                "CUDA out of memory" not in text):
             # Under the address-space cap an allocation fails with the allocator's own words, which
             # never say that a cap exists (the cgroup's kill is named by the worker's exit instead).
+            # torch.OutOfMemoryError is the device's memory, which memory_limit_gb does not cap.
             text += (f"\n(an allocation failed: every process of this evaluation has a memory limit of "
                      f"{self.options.memory_limit_gb:g} GiB (memory_limit_gb); allocate less, e.g. reuse "
                      "buffers, write into the output or work in blocks)")

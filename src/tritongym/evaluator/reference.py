@@ -73,12 +73,10 @@ class ReferenceOverMemory(ProblemError):
     the limit, a `ProblemError` that names the cap and is not retried (it would fail the same way)."""
 
 
-#: What an allocation that the address-space cap refused looks like in a worker's error text
-#: (Python's MemoryError; torch's CPU allocator; numpy's).
-#: Texts of a failed allocation (Python, torch's CPU allocator, numpy, C++, the OS): a process under an
-#: address-space cap (`RLIMIT_AS`) fails an allocation with one of these instead of being killed.
+#: What an allocation that the address-space cap (`RLIMIT_AS`) refused looks like in a worker's error
+#: text (Python's MemoryError; torch's CPU allocator; numpy's; C++; the OS): the process is not killed.
 ALLOCATION_FAILURES = ("MemoryError", "can't allocate memory", "Unable to allocate", "std::bad_alloc",
-                        "Cannot allocate memory")
+                       "Cannot allocate memory")
 
 
 def _gib_text(n: int) -> str:

@@ -914,6 +914,8 @@ def test_identical_outputs_means_the_same_bytes_in_the_same_structure():
     ("MemoryError", True),
     ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 8.00 GiB for an array", True),
     ("ValueError: shapes do not match", False),
+    # The device's memory, which memory_limit_gb does not cap (the name holds "MemoryError").
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", False),
 ])
 def test_a_failed_allocation_names_the_memory_limit_and_other_errors_do_not(text, named):
     """Under `RLIMIT_AS` the allocator's words never say that a cap exists: the error says which and
