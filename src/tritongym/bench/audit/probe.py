@@ -280,9 +280,7 @@ def estimate_sizes(problems: Iterable[Problem], *, timeout: float = 60.0, forwar
     prober = _Prober(int(memory_limit_gb * GiB), timeout, forward_timeout)
     try:
         for problem in missing:
-            found[problem.content_hash] = estimate = prober.estimate(problem)
-            if cache:
-                _store_estimate(problem, estimate)
+            found[problem.content_hash] = meta_estimate(prober, problem) if cache else prober.estimate(problem)
         return found
     finally:
         prober.close()
